@@ -1,0 +1,58 @@
+"""``python -m trainer <command>``: one argparse sub-command per feature module.
+
+Each module listed in COMMAND_MODULES has ``register(subparsers)``, which adds its
+parser and sets ``handler`` (a function taking the parsed args and returning an exit
+code). Keep ``register`` light: import torch/transformers inside the handler, so
+``--help`` and unrelated commands stay fast. To add a command, write such a module
+and append its name here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    Subparsers = argparse._SubParsersAction
+
+Handler = Callable[[argparse.Namespace], int]
+
+COMMAND_MODULES: list[str] = [
+    "trainer.models.commands",
+    "trainer.data.commands",
+    "trainer.eval_cli",
+]
+
+# Exit status for a bad request (bad input file, unknown name): distinct from a crash (1).
+USAGE_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m trainer", description="eaglenest trainer commands")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging and full tracebacks")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except (ValueError, OSError) as exc:
+        # Bad input is reported as one line naming what was wrong, not a traceback.
+        if args.verbose:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
