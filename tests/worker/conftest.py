@@ -1,0 +1,85 @@
+"""Worker tests' own fixtures: the api as a separate process, and an S3 endpoint that hangs."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.stack.ports import free_port
+from api.stack.processes import ManagedProcess, ProcessSpec
+from api.stack.readiness import http_ok, wait_until_ready
+from db.session import session_scope
+from tests.factories.accounts import AccountCredentials, create_account
+from tests.worker.stalled_server import StalledServer
+from tests.worker.worker_jobs import WorkerJobs
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def worker_api_url(worker_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`eaglenest api` in its own process, on the worker tests' database and queue.
+
+    A separate process, as in production: ``worker.dispatch`` reads the queue from the
+    process's EAGLENEST_* settings, and the session-wide live server's settings point at the
+    api tests' queue and database, which a worker started here must not consume.
+    """
+    port = free_port()
+    process = ManagedProcess(
+        ProcessSpec(
+            name="api",
+            argv=[sys.executable, "-m", "api.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
+            env=worker_env,
+            log_path=tmp_path_factory.mktemp("worker-api") / "api.log",
+            cwd=PROJECT_ROOT,
+            stop_timeout_seconds=5,
+        )
+    )
+    process.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(http_ok(f"{url}/healthz"), what="api", process=process, timeout_seconds=60)
+        yield url
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def worker_account(worker_session_factory: sessionmaker[Session]) -> AccountCredentials:
+    """A fresh account with an access key in the worker tests' database."""
+    with session_scope(worker_session_factory) as session:
+        return create_account(session)
+
+
+@pytest.fixture
+def worker_sagemaker(worker_api_url: str, worker_account: AccountCredentials) -> Any:
+    """boto3's SageMaker client for ``worker_account`` against ``worker_api_url``."""
+    return boto3.client(
+        "sagemaker",
+        endpoint_url=worker_api_url,
+        aws_access_key_id=worker_account.access_key_id,
+        aws_secret_access_key=worker_account.secret_access_key,
+        region_name="us-east-1",
+        config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+    )
+
+
+@pytest.fixture
+def stalled_s3() -> Iterator[StalledServer]:
+    server = StalledServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def worker_jobs(
+    worker_sagemaker: Any, worker_account: AccountCredentials, worker_session_factory: sessionmaker[Session]
+) -> WorkerJobs:
+    return WorkerJobs(worker_sagemaker, worker_account, worker_session_factory)

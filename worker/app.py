@@ -1,0 +1,53 @@
+"""The Celery app and the worker entrypoint (``eaglenest worker`` / ``celery -A worker.app worker``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from celery import Celery
+
+from db.settings import Settings, get_settings
+from worker.celery_config import celery_config
+
+# Imported by the worker at start-up; the api never imports them (it sends tasks by name).
+TASK_MODULES = ["worker.tasks", "worker.signals"]
+
+_apps: dict[tuple[str, ...], Celery] = {}
+
+
+def create_celery_app(settings: Settings) -> Celery:
+    app = Celery("eaglenest", include=TASK_MODULES, set_as_current=False)
+    app.conf.update(celery_config(settings))
+    return app
+
+
+def get_celery_app(settings: Settings | None = None) -> Celery:
+    """The app for these settings, built once per broker/queue configuration.
+
+    Keyed on the values that shape the app so that a process whose settings change (tests
+    do) gets an app for the new broker instead of a stale one.
+    """
+    settings = settings or get_settings()
+    key = (settings.broker_url, settings.result_backend, settings.worker_queue, str(settings.state_dir))
+    if key not in _apps:
+        _apps[key] = create_celery_app(settings)
+    return _apps[key]
+
+
+celery_app = get_celery_app()
+
+
+def worker_argv(*, concurrency: int = 1, loglevel: str = "INFO", hostname: str | None = None) -> list[str]:
+    argv = ["worker", f"--loglevel={loglevel}", f"--concurrency={concurrency}", "--pool=prefork"]
+    if hostname:
+        argv.append(f"--hostname={hostname}")
+    return argv
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run a worker in the foreground; extra arguments go to ``celery worker`` unchanged."""
+    celery_app.worker_main(list(argv) if argv is not None else worker_argv())
+
+
+if __name__ == "__main__":
+    main()

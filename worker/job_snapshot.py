@@ -1,0 +1,58 @@
+"""A plain, session-free copy of the job row: what the pipeline reads while it runs.
+
+Stages run for hours; holding an ORM object (and its session) that long would pin a
+connection and, on SQLite, a lock. The pipeline works from this snapshot instead and
+writes back through short units of work in ``worker.job_store``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from db.optimization_job import OptimizationJob
+from db.optimization_job_status import OptimizationJobStatus
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    id: int
+    name: str
+    arn: str
+    region: str
+    status: OptimizationJobStatus
+    model_source: dict[str, Any]
+    source_model_container: dict[str, Any] | None
+    optimization_configs: list[dict[str, Any]]
+    optimization_environment: dict[str, str] | None
+    output_config: dict[str, Any]
+    stopping_condition: dict[str, Any]
+    started_at: datetime | None
+
+    @classmethod
+    def from_row(cls, job: OptimizationJob) -> JobSnapshot:
+        return cls(
+            id=job.id,
+            name=job.name,
+            arn=job.arn,
+            region=job.region,
+            status=job.status,
+            model_source=dict(job.model_source),
+            source_model_container=None
+            if job.source_model_container is None
+            else dict(job.source_model_container),
+            optimization_configs=list(job.optimization_configs),
+            optimization_environment=None
+            if job.optimization_environment is None
+            else dict(job.optimization_environment),
+            output_config=dict(job.output_config),
+            stopping_condition=dict(job.stopping_condition or {}),
+            started_at=job.started_at,
+        )
+
+    @property
+    def max_runtime_seconds(self) -> int | None:
+        """StoppingCondition.MaxRuntimeInSeconds, or None when the job has no limit."""
+        value = self.stopping_condition.get("MaxRuntimeInSeconds")
+        return None if value is None else int(value)

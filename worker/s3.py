@@ -1,0 +1,49 @@
+"""The worker's S3 client and S3 URI handling (SeaweedFS in development, any S3 in production)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from db.settings import Settings
+
+
+@dataclass(frozen=True)
+class S3Location:
+    bucket: str
+    key: str
+
+    @classmethod
+    def parse(cls, uri: str, *, field: str) -> S3Location:
+        """Split ``s3://bucket/key``; ``field`` names the request member in the error message."""
+        if not uri.startswith("s3://"):
+            raise ValueError(f"{field} must be an s3:// URI, got {uri!r}")
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        if not bucket:
+            raise ValueError(f"{field} names no bucket: {uri!r}")
+        return cls(bucket=bucket, key=key)
+
+    def child(self, name: str) -> S3Location:
+        prefix = self.key if not self.key or self.key.endswith("/") else self.key + "/"
+        return S3Location(self.bucket, prefix + name)
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+
+def s3_client(settings: Settings, *, region: str | None = None) -> Any:
+    """A boto3 S3 client for the configured endpoint; unset credentials fall back to boto3's chain."""
+    secret = settings.s3_secret_access_key
+    return boto3.client(
+        "s3",
+        endpoint_url=settings.s3_endpoint_url,
+        aws_access_key_id=settings.s3_access_key_id,
+        aws_secret_access_key=None if secret is None else secret.get_secret_value(),
+        region_name=region or settings.default_region,
+        # Path-style addressing: SeaweedFS and most self-hosted stores have no bucket DNS names.
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"}),
+    )

@@ -1,0 +1,6 @@
+"""Celery task names, shared by the api (which sends by name) and the worker (which registers them).
+
+Sending by name keeps the api from importing the pipeline (and, later, torch).
+"""
+
+RUN_OPTIMIZATION_JOB = "optimization_job.run"
