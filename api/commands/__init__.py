@@ -1,0 +1,1 @@
+"""`eaglenest` subcommands owned by the control plane: migrate, keys, api."""

@@ -1,0 +1,33 @@
+"""The api's hook into the workers: start a job after its row is committed, or ask it to stop."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class JobDispatcher(Protocol):
+    def enqueue_optimization_job(self, job_id: int) -> str:
+        """Queue the job; returns the task id. Called only after the job row is committed."""
+        ...
+
+    def request_stop(self, job_id: int, task_id: str | None) -> None:
+        """Ask the workers to end a job the api has just committed as STOPPING."""
+        ...
+
+
+class CeleryJobDispatcher:
+    """The real dispatcher: ``worker.dispatch`` (Celery), imported on first use.
+
+    Imported lazily so the api starts (and its non-job routes work) without importing
+    Celery, and so tests can swap in another dispatcher through ``create_app``.
+    """
+
+    def enqueue_optimization_job(self, job_id: int) -> str:
+        from worker import dispatch  # noqa: PLC0415 - deliberate lazy import, see class docstring
+
+        return dispatch.enqueue_optimization_job(job_id)
+
+    def request_stop(self, job_id: int, task_id: str | None) -> None:
+        from worker import dispatch  # noqa: PLC0415 - deliberate lazy import, see class docstring
+
+        dispatch.request_stop(job_id, task_id)

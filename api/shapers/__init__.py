@@ -1,0 +1,1 @@
+"""Rows to response shapes: one describe and one summary shaper per resource."""

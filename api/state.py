@@ -1,0 +1,46 @@
+"""What one running api holds: settings, database access, the authenticator and the job dispatcher."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.auth.authenticator import AccessKeyCache, Authenticator
+from api.job_dispatcher import JobDispatcher
+from api.metrics import ApiMetrics
+from db.session import create_db_engine, create_read_session_factory, create_session_factory
+from db.settings import Settings
+
+
+@dataclass(frozen=True)
+class ApiState:
+    settings: Settings
+    engine: Engine
+    session_factory: sessionmaker[Session]
+    read_session_factory: sessionmaker[Session]
+    authenticator: Authenticator
+    dispatcher: JobDispatcher
+    metrics: ApiMetrics
+
+    @classmethod
+    def build(cls, settings: Settings, dispatcher: JobDispatcher) -> ApiState:
+        engine = create_db_engine(settings.database_url, pre_ping=False)
+        session_factory = create_session_factory(engine)
+        read_session_factory = create_read_session_factory(engine)
+        authenticator = Authenticator(
+            read_session_factory,
+            max_skew=timedelta(seconds=settings.sigv4_max_skew_seconds),
+            cache=AccessKeyCache(settings.access_key_cache_seconds),
+        )
+        return cls(
+            settings=settings,
+            engine=engine,
+            session_factory=session_factory,
+            read_session_factory=read_session_factory,
+            authenticator=authenticator,
+            dispatcher=dispatcher,
+            metrics=ApiMetrics(),
+        )

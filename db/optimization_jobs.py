@@ -1,0 +1,312 @@
+"""Repository functions for optimization jobs and their event history.
+
+The api creates jobs (STARTING) and requests stops; the worker moves them on with
+``transition_optimization_job`` and reports progress with ``record_job_progress``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, load_only
+
+from db.errors import NameAlreadyExistsError
+from db.job_event import JobEvent
+from db.listing import (
+    ANY_TIME,
+    Page,
+    PageRequest,
+    SortColumn,
+    SortKey,
+    TimeRange,
+    contains_pattern,
+    fetch_page,
+)
+from db.optimization_job import OptimizationJob
+from db.optimization_job_status import ACTIVE_STATUSES, OptimizationJobStatus
+from db.types import utc_now
+
+_SORT_COLUMNS = {
+    SortKey.NAME: SortColumn(OptimizationJob.name_key),
+    SortKey.CREATION_TIME: SortColumn(OptimizationJob.created_at, is_datetime=True),
+    SortKey.STATUS: SortColumn(OptimizationJob.status),
+}
+
+# Which status may follow which. Terminal statuses have no successor, so a late worker
+# update can never resurrect a stopped, failed or completed job. Re-entering the same
+# status is allowed (a resumed task reporting INPROGRESS again).
+_ALLOWED_TRANSITIONS: dict[OptimizationJobStatus, frozenset[OptimizationJobStatus]] = {
+    OptimizationJobStatus.STARTING: frozenset(
+        {
+            OptimizationJobStatus.STARTING,
+            OptimizationJobStatus.INPROGRESS,
+            OptimizationJobStatus.STOPPING,
+            OptimizationJobStatus.STOPPED,
+            OptimizationJobStatus.FAILED,
+        }
+    ),
+    OptimizationJobStatus.INPROGRESS: frozenset(
+        {
+            OptimizationJobStatus.INPROGRESS,
+            OptimizationJobStatus.STOPPING,
+            OptimizationJobStatus.COMPLETED,
+            OptimizationJobStatus.FAILED,
+        }
+    ),
+    OptimizationJobStatus.STOPPING: frozenset(
+        {
+            OptimizationJobStatus.STOPPING,
+            OptimizationJobStatus.STOPPED,
+            OptimizationJobStatus.COMPLETED,
+            OptimizationJobStatus.FAILED,
+        }
+    ),
+    OptimizationJobStatus.COMPLETED: frozenset(),
+    OptimizationJobStatus.FAILED: frozenset(),
+    OptimizationJobStatus.STOPPED: frozenset(),
+}
+
+
+class InvalidJobTransitionError(ValueError):
+    """A status change the job's life cycle does not allow (e.g. out of a terminal status)."""
+
+
+@dataclass(frozen=True)
+class JobListFilter:
+    name_contains: str | None = None
+    optimization_contains: str | None = None
+    status: OptimizationJobStatus | None = None
+    created: TimeRange = ANY_TIME
+    last_modified: TimeRange = ANY_TIME
+
+
+def create_optimization_job(
+    session: Session,
+    *,
+    account_id: int,
+    name: str,
+    region: str,
+    arn: str,
+    role_arn: str,
+    model_source: dict[str, Any],
+    deployment_instance_type: str,
+    optimization_configs: list[dict[str, Any]],
+    output_config: dict[str, Any],
+    stopping_condition: dict[str, Any],
+    optimization_types: list[str],
+    max_instance_count: int | None = None,
+    optimization_environment: dict[str, str] | None = None,
+    vpc_config: dict[str, Any] | None = None,
+    training_plan_arns: list[str] | None = None,
+    source_model_container: dict[str, Any] | None = None,
+) -> OptimizationJob:
+    """Insert a job in STARTING with its first event; NameAlreadyExistsError on a duplicate name."""
+    if get_optimization_job_by_name(session, account_id=account_id, name=name) is not None:
+        raise NameAlreadyExistsError(name)
+    now = utc_now()
+    job = OptimizationJob(
+        account_id=account_id,
+        name=name,
+        name_key=name.lower(),
+        region=region,
+        arn=arn,
+        role_arn=role_arn,
+        model_source=model_source,
+        deployment_instance_type=deployment_instance_type,
+        max_instance_count=max_instance_count,
+        optimization_environment=optimization_environment,
+        optimization_configs=optimization_configs,
+        output_config=output_config,
+        stopping_condition=stopping_condition,
+        vpc_config=vpc_config,
+        training_plan_arns=training_plan_arns,
+        optimization_types=",".join(optimization_types),
+        source_model_container=source_model_container,
+        status=OptimizationJobStatus.STARTING,
+        last_message="Job created",
+        created_at=now,
+        last_modified_at=now,
+    )
+    try:
+        with session.begin_nested():
+            session.add(job)
+            session.flush()
+            session.add(
+                JobEvent(job_id=job.id, occurred_at=now, status=job.status, stage=None, message="Job created")
+            )
+    except IntegrityError as error:  # a concurrent create with the same name won the race
+        raise NameAlreadyExistsError(name) from error
+    return job
+
+
+def get_optimization_job_by_id(
+    session: Session, *, job_id: int, for_update: bool = False
+) -> OptimizationJob | None:
+    """The job with this row id; ``for_update`` locks the row until commit (Postgres)."""
+    statement = select(OptimizationJob).where(OptimizationJob.id == job_id)
+    if for_update:
+        statement = statement.with_for_update()
+    return session.scalar(statement)
+
+
+def get_optimization_job_by_name(
+    session: Session, *, account_id: int, name: str, for_update: bool = False
+) -> OptimizationJob | None:
+    statement = select(OptimizationJob).where(
+        OptimizationJob.account_id == account_id, OptimizationJob.name_key == name.lower()
+    )
+    if for_update:
+        statement = statement.with_for_update()
+    return session.scalar(statement)
+
+
+# What an OptimizationJobSummary shows; listing loads only these (the JSON documents of a
+# page of jobs would otherwise dominate the cost of ListOptimizationJobs).
+SUMMARY_COLUMNS = (
+    OptimizationJob.id,
+    OptimizationJob.account_id,
+    OptimizationJob.name,
+    OptimizationJob.name_key,
+    OptimizationJob.arn,
+    OptimizationJob.status,
+    OptimizationJob.created_at,
+    OptimizationJob.last_modified_at,
+    OptimizationJob.started_at,
+    OptimizationJob.ended_at,
+    OptimizationJob.deployment_instance_type,
+    OptimizationJob.max_instance_count,
+    OptimizationJob.optimization_types,
+)
+
+
+def list_optimization_jobs(
+    session: Session,
+    *,
+    account_id: int,
+    page: PageRequest,
+    filters: JobListFilter | None = None,
+    summaries_only: bool = False,
+) -> Page[OptimizationJob]:
+    """One page of the account's jobs, filtered and sorted as ListOptimizationJobs asks.
+
+    ``summaries_only`` loads just SUMMARY_COLUMNS; touching any other attribute then raises.
+    """
+    filters = filters or JobListFilter()
+    statement = select(OptimizationJob).where(OptimizationJob.account_id == account_id)
+    if summaries_only:
+        statement = statement.options(load_only(*SUMMARY_COLUMNS, raiseload=True))
+    if filters.name_contains:
+        statement = statement.where(
+            OptimizationJob.name_key.like(contains_pattern(filters.name_contains), escape="\\")
+        )
+    if filters.optimization_contains:
+        statement = statement.where(
+            func.lower(OptimizationJob.optimization_types).like(
+                contains_pattern(filters.optimization_contains), escape="\\"
+            )
+        )
+    if filters.status is not None:
+        statement = statement.where(OptimizationJob.status == filters.status)
+    statement = filters.created.apply(statement, OptimizationJob.created_at)
+    statement = filters.last_modified.apply(statement, OptimizationJob.last_modified_at)
+    sort = _SORT_COLUMNS[page.sort_key]
+    return fetch_page(session, statement, sort=sort, id_column=OptimizationJob.id, page=page)
+
+
+def count_active_optimization_jobs(session: Session, *, account_id: int) -> int:
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(OptimizationJob)
+            .where(OptimizationJob.account_id == account_id, OptimizationJob.status.in_(ACTIVE_STATUSES))
+        )
+        or 0
+    )
+
+
+def transition_optimization_job(
+    session: Session,
+    *,
+    job: OptimizationJob,
+    status: OptimizationJobStatus,
+    message: str,
+    failure_reason: str | None = None,
+) -> None:
+    """Move a job to ``status`` and record the change as a JobEvent.
+
+    Sets LastModifiedTime; OptimizationStartTime on the first INPROGRESS; OptimizationEndTime
+    on a terminal status. Raises InvalidJobTransitionError for moves the life cycle forbids.
+    """
+    if status not in _ALLOWED_TRANSITIONS[job.status]:
+        raise InvalidJobTransitionError(
+            f"optimization job {job.name!r} cannot go from {job.status} to {status}"
+        )
+    now = utc_now()
+    job.status = status
+    job.last_modified_at = now
+    job.last_message = message
+    if status is OptimizationJobStatus.INPROGRESS and job.started_at is None:
+        job.started_at = now
+    if status.is_terminal:
+        job.ended_at = now
+        job.estimated_completion_at = None
+    if failure_reason is not None:
+        # FailureReason is limited to 1024 characters in the API.
+        job.failure_reason = failure_reason[:1024]
+    session.add(JobEvent(job_id=job.id, occurred_at=now, status=status, stage=job.stage, message=message))
+    session.flush()
+
+
+def record_job_progress(
+    session: Session,
+    *,
+    job: OptimizationJob,
+    stage: str,
+    percent: float | None,
+    eta_seconds: float | None,
+    message: str,
+) -> None:
+    """Store the worker's latest progress; a change of stage is also recorded as a JobEvent."""
+    if percent is not None and not 0.0 <= percent <= 100.0:
+        raise ValueError(f"progress percent must be within 0..100, got {percent}")
+    if eta_seconds is not None and eta_seconds < 0:
+        raise ValueError(f"eta_seconds must not be negative, got {eta_seconds}")
+    now = utc_now()
+    if stage != job.stage:
+        session.add(JobEvent(job_id=job.id, occurred_at=now, status=job.status, stage=stage, message=message))
+    job.stage = stage
+    job.progress_percent = percent
+    job.estimated_completion_at = None if eta_seconds is None else now + timedelta(seconds=eta_seconds)
+    job.progress_updated_at = now
+    job.last_message = message
+    session.flush()
+
+
+def set_job_task_id(session: Session, *, job: OptimizationJob, task_id: str) -> None:
+    job.celery_task_id = task_id
+    session.flush()
+
+
+def set_job_output(session: Session, *, job: OptimizationJob, optimization_output: dict[str, Any]) -> None:
+    """Store DescribeOptimizationJob's OptimizationOutput (e.g. RecommendedInferenceImage)."""
+    job.optimization_output = optimization_output
+    job.last_modified_at = utc_now()
+    session.flush()
+
+
+def delete_optimization_job(session: Session, *, job: OptimizationJob) -> None:
+    """Delete the job; its events go with it (ON DELETE CASCADE)."""
+    session.delete(job)
+    session.flush()
+
+
+def list_job_events(session: Session, *, job_id: int) -> list[JobEvent]:
+    return list(
+        session.scalars(
+            select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.occurred_at, JobEvent.id)
+        )
+    )

@@ -1,0 +1,102 @@
+"""Repository functions for SageMaker models (CreateModel and friends)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from db.errors import NameAlreadyExistsError
+from db.listing import (
+    ANY_TIME,
+    Page,
+    PageRequest,
+    SortColumn,
+    SortKey,
+    TimeRange,
+    contains_pattern,
+    fetch_page,
+)
+from db.sagemaker_model import SageMakerModel
+from db.types import utc_now
+
+_SORT_COLUMNS = {
+    SortKey.NAME: SortColumn(SageMakerModel.name_key),
+    SortKey.CREATION_TIME: SortColumn(SageMakerModel.created_at, is_datetime=True),
+}
+
+
+def get_sagemaker_model_by_name(session: Session, *, account_id: int, name: str) -> SageMakerModel | None:
+    return session.scalar(
+        select(SageMakerModel).where(
+            SageMakerModel.account_id == account_id, SageMakerModel.name_key == name.lower()
+        )
+    )
+
+
+def create_sagemaker_model(
+    session: Session,
+    *,
+    account_id: int,
+    name: str,
+    region: str,
+    arn: str,
+    primary_container: dict[str, Any] | None = None,
+    containers: list[dict[str, Any]] | None = None,
+    inference_execution_config: dict[str, Any] | None = None,
+    execution_role_arn: str | None = None,
+    vpc_config: dict[str, Any] | None = None,
+    enable_network_isolation: bool | None = None,
+) -> SageMakerModel:
+    """Insert a model; raises NameAlreadyExistsError when the account already has that name."""
+    if get_sagemaker_model_by_name(session, account_id=account_id, name=name) is not None:
+        raise NameAlreadyExistsError(name)
+    now = utc_now()
+    model = SageMakerModel(
+        account_id=account_id,
+        name=name,
+        name_key=name.lower(),
+        region=region,
+        arn=arn,
+        primary_container=primary_container,
+        containers=containers,
+        inference_execution_config=inference_execution_config,
+        execution_role_arn=execution_role_arn,
+        vpc_config=vpc_config,
+        enable_network_isolation=enable_network_isolation,
+        created_at=now,
+        last_modified_at=now,
+    )
+    try:
+        with session.begin_nested():
+            session.add(model)
+    except IntegrityError as error:  # a concurrent CreateModel with the same name won the race
+        raise NameAlreadyExistsError(name) from error
+    return model
+
+
+def delete_sagemaker_model(session: Session, *, model: SageMakerModel) -> None:
+    session.delete(model)
+    session.flush()
+
+
+def list_sagemaker_models(
+    session: Session,
+    *,
+    account_id: int,
+    page: PageRequest,
+    name_contains: str | None = None,
+    created: TimeRange = ANY_TIME,
+) -> Page[SageMakerModel]:
+    """One page of the account's models, filtered and sorted as ListModels asks."""
+    statement = select(SageMakerModel).where(SageMakerModel.account_id == account_id)
+    if name_contains:
+        pattern = contains_pattern(name_contains)
+        statement = statement.where(SageMakerModel.name_key.like(pattern, escape="\\"))
+    statement = created.apply(statement, SageMakerModel.created_at)
+    sort = _SORT_COLUMNS.get(page.sort_key)
+    if sort is None:
+        raise ValueError(f"models cannot be sorted by {page.sort_key}")
+    return fetch_page(session, statement, sort=sort, id_column=SageMakerModel.id, page=page)

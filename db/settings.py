@@ -1,0 +1,123 @@
+"""Process configuration: one Settings object, read from EAGLENEST_* environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Used only to encrypt stored secret access keys in development; production refuses it
+# so a leaked default can never decrypt a production database dump.
+DEVELOPMENT_SECRET_KEY = "eaglenest-development-only-secret-key"
+
+
+class Settings(BaseSettings):
+    """Everything the api, worker and CLI read from the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="EAGLENEST_", env_ignore_empty=True, extra="ignore")
+
+    environment: Literal["development", "production"] = Field(
+        default="development", description="production turns on the safety checks below."
+    )
+    database_url: str = Field(
+        default="postgresql+psycopg://postgres@127.0.0.1:5432/eaglenest",
+        description="SQLAlchemy URL: postgresql+psycopg://... or sqlite:///path (embedded stack).",
+    )
+    broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker URL.")
+    result_backend: str = Field(default="redis://127.0.0.1:6379/1", description="Celery result backend.")
+    worker_queue: str = Field(
+        default="optimization-jobs",
+        description="Celery queue the api enqueues jobs on and workers consume (tests use their own).",
+    )
+    worker_shutdown_grace_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="On SIGTERM (with REMAP_SIGTERM=SIGQUIT) a running job gets this long, then is requeued.",
+    )
+    s3_endpoint_url: str | None = Field(default=None, description="S3 endpoint; unset means AWS S3.")
+    s3_access_key_id: str | None = Field(default=None, description="Credentials the worker uses for S3.")
+    s3_secret_access_key: SecretStr | None = Field(default=None, description="Secret for s3_access_key_id.")
+    default_region: str = Field(default="us-east-1", description="Region when a request names none.")
+    state_dir: Path = Field(default=Path("state"), description="Local state of the embedded stack.")
+    api_host: str = Field(default="127.0.0.1", description="Interface the api binds.")
+    api_port: int = Field(default=8600, ge=1, le=65535, description="Port the api binds.")
+    api_workers: int = Field(default=1, ge=1, description="uvicorn worker processes for `eaglenest api`.")
+    secret_key: SecretStr = Field(
+        default=SecretStr(DEVELOPMENT_SECRET_KEY),
+        description="Encrypts the secret access keys stored in the database.",
+    )
+    seed_dev_key: bool = Field(default=False, description="Create the test/test key at start-up.")
+    allow_dev_key: bool = Field(
+        default=False, description="Let production run while the well-known test/test key exists."
+    )
+    sigv4_max_skew_seconds: int = Field(
+        default=900, ge=1, description="How far X-Amz-Date may be from the server clock (AWS: 15 min)."
+    )
+    access_key_cache_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="How long the api keeps an access key's secret in memory; also how long a deleted "
+        "key keeps working.",
+    )
+    max_active_optimization_jobs: int = Field(
+        default=100, ge=1, description="Per account: STARTING/INPROGRESS/STOPPING jobs at once."
+    )
+    # --- the worker's job pipeline (worker/)
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Local cache of S3 models and data, keyed by ETag; default <state_dir>/cache.",
+    )
+    builtin_datasets_uri: str = Field(
+        default="s3://eaglenest-datasets/builtin/",
+        description="S3 prefix of catalog.json and the built-in datasets (jobs without TrainingDataSource).",
+    )
+    max_skipped_record_fraction: float = Field(
+        default=0.01, ge=0, le=1, description="Jobs fail when more of their data records are malformed."
+    )
+    job_lease_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A job whose worker sent no heartbeat for this long is resumed elsewhere.",
+    )
+    job_reaper_interval_seconds: float = Field(
+        default=10.0, gt=0, description="How often each worker looks for jobs whose worker was lost."
+    )
+    max_job_attempts: int = Field(
+        default=3, ge=1, description="Runs of a job (first + resumes) before it fails."
+    )
+    train_overrides: dict[str, Any] = Field(
+        default_factory=dict, description='TrainConfig fields for every job (JSON: {"batch_tokens": 8192}).'
+    )
+    benchmark_overrides: dict[str, Any] = Field(
+        default_factory=dict, description='BenchmarkConfig fields for every job (JSON: {"max_prompts": 32}).'
+    )
+    recommended_inference_image: str = Field(
+        default="vllm/vllm-openai:latest",
+        description="OptimizationOutput.RecommendedInferenceImage when the source model names no image.",
+    )
+
+    @model_validator(mode="after")
+    def _refuse_unsafe_production(self) -> Self:
+        if self.environment != "production":
+            return self
+        if self.secret_key.get_secret_value() == DEVELOPMENT_SECRET_KEY:
+            raise ValueError("EAGLENEST_SECRET_KEY must be set to a private value in production")
+        if self.seed_dev_key and not self.allow_dev_key:
+            raise ValueError(
+                "EAGLENEST_SEED_DEV_KEY creates the public test/test access key; production refuses it "
+                "unless EAGLENEST_ALLOW_DEV_KEY=true"
+            )
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide Settings; tests call ``get_settings.cache_clear()`` after changing the env."""
+    return Settings()

@@ -1,0 +1,1 @@
+"""Alembic migrations; ``migrations.runner`` applies them from code (CLI, tests, stack)."""

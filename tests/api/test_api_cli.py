@@ -1,0 +1,108 @@
+"""The real AWS CLI against the server, and the `eaglenest keys` / `migrate` commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.cli import main
+from db.session import get_engine, get_session_factory
+from db.settings import get_settings
+from tests.factories.accounts import AccountCredentials
+from tests.fixtures.live_server import AwsCli, LiveServer, sagemaker_client
+
+EAGLENEST = Path(sys.executable).with_name("eaglenest")
+
+
+def test_the_captured_cli_invocation_works(aws_cli: AwsCli, account: AccountCredentials) -> None:
+    created = aws_cli(
+        "create-optimization-job",
+        "--optimization-job-name", "job1",
+        "--role-arn", "arn:aws:iam::123456789012:role/SageMakerRole",
+        "--model-source", '{"S3":{"S3Uri":"s3://bucket/base-model/","ModelAccessConfig":{"AcceptEula":true}}}',
+        "--deployment-instance-type", "ml.p5.48xlarge",
+        "--max-instance-count", "1",
+        "--optimization-environment", "OPTION_TENSOR_PARALLEL_DEGREE=8",
+        "--optimization-configs",
+        '[{"ModelSpeculativeDecodingConfig":{"Technique":"EAGLE","TrainingDataSource":'
+        '{"S3Uri":"s3://bucket/train/","S3DataType":"S3Prefix"}}}]',
+        "--output-config", '{"S3OutputLocation":"s3://bucket/out/","SageMakerModel":{"ModelName":"opt-model"}}',
+        "--stopping-condition", "MaxRuntimeInSeconds=36000",
+        "--tags", "Key=team,Value=ml",
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    assert created.json() == {
+        "OptimizationJobArn": f"arn:aws:sagemaker:us-west-2:{account.aws_account_id}:optimization-job/job1"
+    }
+    described = aws_cli("describe-optimization-job", "--optimization-job-name", "job1").json()
+    assert described["OptimizationJobStatus"] == "STARTING"
+    assert described["OptimizationEnvironment"] == {"OPTION_TENSOR_PARALLEL_DEGREE": "8"}
+    assert isinstance(described["CreationTime"], float), "CLI v1 prints the raw epoch seconds"
+
+
+def test_cli_errors_exit_255_with_the_aws_message(aws_cli: AwsCli) -> None:
+    missing = aws_cli("describe-optimization-job", "--optimization-job-name", "nope")
+    assert missing.returncode == 255
+    assert missing.stderr.strip() == (
+        "An error occurred (ResourceNotFound) when calling the DescribeOptimizationJob operation: "
+        'Could not find optimization job "nope".'
+    )
+
+
+@pytest.fixture
+def cli_database(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Point the process-wide settings and engine (what `eaglenest` uses) at the test database."""
+    monkeypatch.setenv("EAGLENEST_DATABASE_URL", database_url)
+    caches = (get_settings, get_engine, get_session_factory)
+    for cache in caches:
+        cache.cache_clear()
+    yield database_url
+    get_engine().dispose()
+    for cache in caches:
+        cache.cache_clear()
+
+
+def test_keys_console_script_prints_a_working_pair(live_server: LiveServer, database_url: str) -> None:
+    env = {**os.environ, "EAGLENEST_DATABASE_URL": database_url}
+    created = subprocess.run(
+        [str(EAGLENEST), "keys", "create", "--account-id", "111122223333", "--description", "ci"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert created.returncode == 0, created.stderr
+    pair: dict[str, Any] = json.loads(created.stdout)["AccessKey"]
+    assert pair["AccountId"] == "111122223333"
+    credentials = AccountCredentials(0, "111122223333", pair["AccessKeyId"], pair["SecretAccessKey"])
+    client = sagemaker_client(live_server, credentials, retries={"max_attempts": 1})
+    assert client.list_models()["Models"] == []
+
+
+def test_keys_list_and_delete(cli_database: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "create", "--account-id", "222233334444", "--access-key-id", "AKIACLITEST"]) == 0
+    capsys.readouterr()
+    assert main(["keys", "list", "--account-id", "222233334444"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["AccessKeys"]
+    assert entry["AccessKeyId"] == "AKIACLITEST"
+    assert set(entry) == {"AccessKeyId", "AccountId", "Description", "CreateDate"}
+    assert main(["keys", "create", "--account-id", "222233334444", "--access-key-id", "AKIACLITEST"]) == 1
+    assert "already exists" in capsys.readouterr().err
+    assert main(["keys", "delete", "AKIACLITEST"]) == 0
+    assert main(["keys", "delete", "AKIACLITEST"]) == 1
+    assert "no access key 'AKIACLITEST'" in capsys.readouterr().err
+    assert main(["keys", "create", "--account-id", "12"]) == 2
+    assert "12 digits" in capsys.readouterr().err
+
+
+def test_migrate_is_idempotent(cli_database: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["migrate"]) == 0
+    assert "newest migration" in capsys.readouterr().out

@@ -1,0 +1,81 @@
+"""Optimization jobs: CreateOptimizationJob request bodies and rows."""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from db.arns import optimization_job_arn
+from db.optimization_job import OptimizationJob
+from db.optimization_jobs import create_optimization_job as insert_optimization_job
+
+
+def unique_job_name(prefix: str = "job") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def create_optimization_job_request(**overrides: Any) -> dict[str, Any]:
+    """A valid CreateOptimizationJob body (every optional member set), as the AWS CLI sends it."""
+    body: dict[str, Any] = {
+        "OptimizationJobName": unique_job_name(),
+        "RoleArn": "arn:aws:iam::111122223333:role/SageMakerRole",
+        "ModelSource": {"S3": {"S3Uri": "s3://models/llama/", "ModelAccessConfig": {"AcceptEula": True}}},
+        "DeploymentInstanceType": "ml.p5.48xlarge",
+        "MaxInstanceCount": 1,
+        "OptimizationEnvironment": {
+            "OPTION_TENSOR_PARALLEL_DEGREE": "8",
+            "EAGLE_NUM_SPECULATIVE_TOKENS": "3",
+        },
+        "OptimizationConfigs": [
+            {
+                "ModelSpeculativeDecodingConfig": {
+                    "Technique": "EAGLE",
+                    "TrainingDataSource": {"S3Uri": "s3://data/train/", "S3DataType": "S3Prefix"},
+                }
+            }
+        ],
+        "OutputConfig": {
+            "S3OutputLocation": "s3://out/jobs/",
+            "KmsKeyId": "arn:aws:kms:us-west-2:111122223333:key/abcd",
+            "SageMakerModel": {"ModelName": "optimized-model"},
+        },
+        "StoppingCondition": {"MaxRuntimeInSeconds": 36000, "MaxPendingTimeInSeconds": 7200},
+        "Tags": [{"Key": "team", "Value": "ml"}],
+        "VpcConfig": {"SecurityGroupIds": ["sg-0123456789"], "Subnets": ["subnet-0123456789"]},
+    }
+    body.update(overrides)
+    return body
+
+
+def create_optimization_job(
+    session: Session, *, account_id: int, aws_account_id: str, **overrides: Any
+) -> OptimizationJob:
+    """A STARTING job row as CreateOptimizationJob stores it; keyword overrides replace column values."""
+    name = overrides.pop("name", unique_job_name())
+    region = overrides.pop("region", "us-west-2")
+    fields: dict[str, Any] = {
+        "account_id": account_id,
+        "name": name,
+        "region": region,
+        "arn": optimization_job_arn(region=region, aws_account_id=aws_account_id, name=name),
+        "role_arn": "arn:aws:iam::111122223333:role/SageMakerRole",
+        "model_source": {"S3": {"S3Uri": "s3://models/llama/"}},
+        "deployment_instance_type": "ml.g5.2xlarge",
+        "optimization_configs": [{"ModelSpeculativeDecodingConfig": {"Technique": "EAGLE"}}],
+        "output_config": {"S3OutputLocation": "s3://out/jobs/"},
+        "stopping_condition": {"MaxRuntimeInSeconds": 3600},
+        "optimization_types": ["SpeculativeDecoding"],
+    }
+    # Members the repository takes go to it; anything else (created_at, status, ...) is set
+    # on the row afterwards, so tests can build any state directly.
+    accepted = set(inspect.signature(insert_optimization_job).parameters)
+    fields.update({key: value for key, value in overrides.items() if key in accepted})
+    job = insert_optimization_job(session, **fields)
+    for key, value in overrides.items():
+        if key not in accepted:
+            setattr(job, key, value)
+    session.flush()
+    return job

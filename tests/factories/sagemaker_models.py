@@ -1,0 +1,63 @@
+"""SageMaker models: CreateModel request bodies and rows."""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from db.arns import sagemaker_model_arn
+from db.sagemaker_model import SageMakerModel
+from db.sagemaker_models import create_sagemaker_model as insert_sagemaker_model
+
+
+def unique_model_name(prefix: str = "model") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def s3_prefix_source(uri: str) -> dict[str, Any]:
+    return {"S3DataSource": {"S3Uri": uri, "S3DataType": "S3Prefix", "CompressionType": "None"}}
+
+
+def create_model_request(**overrides: Any) -> dict[str, Any]:
+    """A valid CreateModel body: base weights on S3 plus an existing EAGLE head (eagle_model)."""
+    body: dict[str, Any] = {
+        "ModelName": unique_model_name(),
+        "ExecutionRoleArn": "arn:aws:iam::111122223333:role/SageMakerRole",
+        "PrimaryContainer": {
+            "Image": "763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.33.0-lmi15.0.0-cu128",
+            "ModelDataSource": s3_prefix_source("s3://models/llama/"),
+            "AdditionalModelDataSources": [
+                {"ChannelName": "eagle_model", **s3_prefix_source("s3://models/llama-eagle3/")}
+            ],
+            "Environment": {"OPTION_TENSOR_PARALLEL_DEGREE": "1"},
+        },
+    }
+    body.update(overrides)
+    return body
+
+
+def create_sagemaker_model(
+    session: Session, *, account_id: int, aws_account_id: str, **overrides: Any
+) -> SageMakerModel:
+    """A model row as CreateModel stores it; keyword overrides replace column values."""
+    name = overrides.pop("name", unique_model_name())
+    region = overrides.pop("region", "us-west-2")
+    fields: dict[str, Any] = {
+        "account_id": account_id,
+        "name": name,
+        "region": region,
+        "arn": sagemaker_model_arn(region=region, aws_account_id=aws_account_id, name=name),
+        "primary_container": create_model_request()["PrimaryContainer"],
+    }
+    # Members the repository takes go to it; other columns (created_at, ...) are set afterwards.
+    accepted = set(inspect.signature(insert_sagemaker_model).parameters)
+    fields.update({key: value for key, value in overrides.items() if key in accepted})
+    model = insert_sagemaker_model(session, **fields)
+    for key, value in overrides.items():
+        if key not in accepted:
+            setattr(model, key, value)
+    session.flush()
+    return model
