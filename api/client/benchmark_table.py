@@ -1,0 +1,97 @@
+"""``benchmark_table``: the rows of SageMaker's benchmark table, read from benchmark/results.json.
+
+Columns, as SageMaker's console shows them, plus the configuration and EAGLE's acceptance
+length. Latencies are means over the requests, in milliseconds; a configuration without
+speculation has no acceptance length (None).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, TypedDict
+
+from api.client.results import DownloadedResults
+
+BenchmarkTableRow = TypedDict(
+    "BenchmarkTableRow",
+    {
+        "Configuration": str,
+        "Concurrency": int,
+        "TTFT (ms)": float | None,
+        "TPOT (ms)": float | None,
+        "ITL (ms)": float | None,
+        "Request Throughput (req/s)": float,
+        "Output Throughput (tokens/s)": float,
+        "OTPS per request": float,
+        "Acceptance Length": float | None,
+    },
+)
+BENCHMARK_TABLE_COLUMNS = tuple(BenchmarkTableRow.__annotations__)
+RESULTS_JSON = "benchmark/results.json"
+
+
+def benchmark_table(results: DownloadedResults | Path | str | dict[str, Any]) -> list[BenchmarkTableRow]:
+    """Rows from download_results' result, a results directory, a results.json path or its document."""
+    source, document = _document(results)
+    rows = document.get("rows") if isinstance(document, dict) else None
+    if not isinstance(rows, list):
+        raise ValueError(f"{source}: no 'rows' list")
+    return [_row(source, index, row) for index, row in enumerate(rows)]
+
+
+def _document(results: DownloadedResults | Path | str | dict[str, Any]) -> tuple[str, Any]:
+    if isinstance(results, dict):
+        return "results.json document", results
+    path = results.benchmark_json if isinstance(results, DownloadedResults) else Path(results)
+    if path.is_dir():
+        path = path / RESULTS_JSON
+    try:
+        return str(path), json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no benchmark results there") from None
+    except ValueError as error:
+        raise ValueError(f"{path}: not JSON: {error}") from None
+
+
+def _row(source: str, index: int, row: Any) -> BenchmarkTableRow:
+    where = f"{source}: rows[{index}]"
+    if not isinstance(row, dict) or not isinstance(row.get("metrics"), dict):
+        raise ValueError(f"{where} has no 'metrics' object")
+    metrics = row["metrics"]
+    return {
+        "Configuration": _required(where, row, "configuration", str),
+        "Concurrency": _required(where, row, "concurrency", int),
+        "TTFT (ms)": _mean(where, metrics, "ttft_ms"),
+        "TPOT (ms)": _mean(where, metrics, "tpot_ms"),
+        "ITL (ms)": _mean(where, metrics, "itl_ms"),
+        "Request Throughput (req/s)": float(_required(where, metrics, "request_throughput", (int, float))),
+        "Output Throughput (tokens/s)": float(_required(where, metrics, "output_throughput", (int, float))),
+        "OTPS per request": float(_required(where, metrics, "otps_per_request", (int, float))),
+        "Acceptance Length": _optional_number(where, metrics, "acceptance_length"),
+    }
+
+
+def _required(where: str, data: dict[str, Any], field: str, kind: Any) -> Any:
+    value = data.get(field)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ValueError(f"{where}: {field!r} is missing or not a {getattr(kind, '__name__', 'number')}")
+    return value
+
+
+def _optional_number(where: str, data: dict[str, Any], field: str) -> float | None:
+    value = data.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ValueError(f"{where}: {field!r} is not a number")
+    return float(value)
+
+
+def _mean(where: str, metrics: dict[str, Any], field: str) -> float | None:
+    distribution = metrics.get(field)
+    if distribution is None:
+        return None  # e.g. TPOT of requests that produced a single token
+    if not isinstance(distribution, dict):
+        raise ValueError(f"{where}: {field!r} is not a distribution object")
+    return _optional_number(f"{where}.{field}", distribution, "mean")
