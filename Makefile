@@ -25,7 +25,7 @@ services:
 
 lint: venv
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff format --check api worker trainer db migrations tests scripts benchmarks
 	$(VENV)/bin/mypy api worker trainer db
 
 pytest: venv services
@@ -36,7 +36,8 @@ test: lint pytest
 model: venv
 	test -f $(MODEL_DIR)/config.json || $(PY) -m trainer fetch-model smollm2-135m-instruct --out $(MODEL_DIR)
 
-demo: venv services model
+# The embedded stack (SQLite, filesystem broker, SeaweedFS): no Postgres or Redis needed.
+demo: venv model
 	bash scripts/demo.sh
 
 # The committed API description; tests/api/test_api_rest.py fails while it is stale.

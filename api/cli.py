@@ -21,6 +21,8 @@ SUBCOMMAND_REGISTRARS = [
     "api.stack.commands:register_stack_commands",
     # `datasets`: the built-in dataset catalog on S3 (jobs without TrainingDataSource).
     "worker.dataset_commands:register_dataset_commands",
+    # `client install-waiters`: the optimization-job waiter for `aws sagemaker wait`.
+    "api.client.commands:register_client_commands",
 ]
 
 

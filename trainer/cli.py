@@ -26,6 +26,7 @@ Handler = Callable[[argparse.Namespace], int]
 COMMAND_MODULES: list[str] = [
     "trainer.models.commands",
     "trainer.data.commands",
+    "trainer.train_cli",
     "trainer.eval_cli",
 ]
 

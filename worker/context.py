@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
 from typing import Protocol
 
+from api.optimization_environment import EagleKnobError, EagleKnobs
 from db.settings import Settings
+from worker.artifact_cache import ArtifactCache, cache_root
+from worker.artifacts import JobArtifacts
+from worker.errors import JobFailedError
 from worker.job_snapshot import JobSnapshot
+from worker.job_store import JobStore
 from worker.monitor import JobMonitor
+from worker.output_layout import OutputLayout
+from worker.s3 import s3_client
+from worker.s3_store import S3Store
 
 
 class ProgressRecorder(Protocol):
@@ -35,7 +45,9 @@ class JobContext:
     settings: Settings
     monitor: JobMonitor
     record_progress: ProgressRecorder
+    store: JobStore
     span: StageSpan = field(default_factory=lambda: StageSpan("starting", 0.0, 0.0))
+    artifacts: JobArtifacts = field(default_factory=JobArtifacts)
 
     @property
     def stage(self) -> str:
@@ -49,9 +61,43 @@ class JobContext:
         """The same condition as a bool, for the trainer's ``should_stop`` callback."""
         return self.monitor.should_stop()
 
+    def seconds_left(self) -> float | None:
+        """Seconds before MaxRuntimeInSeconds ends the job; None when it has no limit."""
+        return self.monitor.remaining_seconds()
+
     def report(
         self, message: str, *, fraction: float | None = None, eta_seconds: float | None = None
     ) -> None:
         """Record progress of the running stage; ``fraction`` is how far *this stage* is (0..1)."""
         percent = None if fraction is None else self.span.overall_percent(fraction)
         self.record_progress(stage=self.stage, percent=percent, eta_seconds=eta_seconds, message=message)
+
+    # -- shared resources, built on first use ---------------------------------------------
+    @cached_property
+    def s3(self) -> S3Store:
+        return S3Store(s3_client(self.settings, region=self.job.region))
+
+    @cached_property
+    def cache(self) -> ArtifactCache:
+        return ArtifactCache(cache_root(self.settings))
+
+    @cached_property
+    def layout(self) -> OutputLayout:
+        return OutputLayout.for_job(self.job)
+
+    @cached_property
+    def knobs(self) -> EagleKnobs:
+        """The job's EAGLE_* OptimizationEnvironment, parsed by the api's own model."""
+        try:
+            return EagleKnobs.from_environment(self.job.optimization_environment)
+        except EagleKnobError as error:
+            raise JobFailedError(f"OptimizationEnvironment: {error}") from error
+
+    @property
+    def work_dir(self) -> Path:
+        """This job's local scratch space (the trainer's run directory, benchmark files)."""
+        return job_work_dir(self.settings, self.job.id)
+
+
+def job_work_dir(settings: Settings, job_id: int) -> Path:
+    return cache_root(settings) / "jobs" / f"job-{job_id}"

@@ -11,14 +11,14 @@ from worker.task_names import RUN_OPTIMIZATION_JOB
 logger = logging.getLogger(__name__)
 
 
-def enqueue_optimization_job(job_id: int) -> str:
-    """Queue the job's run by id and return the Celery task id.
+def enqueue_optimization_job(job_id: int, task_id: str | None = None) -> str:
+    """Queue the job's run by id and return the Celery task id (``task_id`` when given).
 
     Call only after the job row is committed: a worker may pick the task up at once.
     """
     settings = get_settings()
     result = get_celery_app(settings).send_task(
-        RUN_OPTIMIZATION_JOB, args=[job_id], queue=settings.worker_queue
+        RUN_OPTIMIZATION_JOB, args=[job_id], queue=settings.worker_queue, task_id=task_id
     )
     logger.info("queued optimization job %s as task %s", job_id, result.id)
     return str(result.id)

@@ -30,13 +30,3 @@ class MaxRuntimeExceededError(JobInterruptedError):
 
 class JobFailedError(Exception):
     """A stage found a problem the user must fix; the message becomes the FailureReason as is."""
-
-
-class StageNotAvailableError(JobFailedError):
-    """A pipeline stage that this build does not implement yet; the job fails instead of faking it."""
-
-    def __init__(self, stage: str) -> None:
-        self.stage = stage
-        super().__init__(
-            f"Training pipeline is not available in this build (stage '{stage}' not implemented)"
-        )

@@ -69,6 +69,10 @@ class JobMonitor:
         """The trainer's stop flag: true once the job must end, for whichever reason."""
         return self.interruption is not None
 
+    def remaining_seconds(self) -> float | None:
+        """Seconds left before MaxRuntimeInSeconds ends the job; None without a limit."""
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
     @property
     def interruption(self) -> JobInterruptedError | None:
         with self._lock:

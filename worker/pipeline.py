@@ -1,9 +1,10 @@
 """The optimization-job pipeline: an ordered list of stages, each a ``(ctx) -> None`` function.
 
-The full pipeline is validate → data → prepare → train → benchmark → publish. Stages that
-this build does not implement yet are still listed, so a job runs what exists and then
-fails with a FailureReason naming the missing stage; it never reports COMPLETED for work
-it did not do.
+validate → data → prepare → train → benchmark → publish. Every run of a job starts at the
+first stage; each stage finds what an earlier run already did (the local cache, the
+checkpoints and staged results on S3) and skips that work, so a redelivered job resumes
+where it stopped. When 'validate' finds this job's lineage.json already committed at the
+output location, only 'publish' (which finishes its last bookkeeping) runs.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from worker.benchmark import benchmark_head
 from worker.context import JobContext, StageSpan
-from worker.errors import StageNotAvailableError
+from worker.prepare import prepare_inputs
+from worker.publish import publish_outputs
+from worker.train import train_head
+from worker.training_data import resolve_training_data
 from worker.validate import validate_artifacts
 
 StageFunction = Callable[[JobContext], None]
-
-PIPELINE_STAGE_NAMES = ("validate", "data", "prepare", "train", "benchmark", "publish")
 
 
 @dataclass(frozen=True)
@@ -26,22 +29,18 @@ class Stage:
     run: StageFunction
     # Relative share of the job's progress bar; training dominates a real job's time.
     weight: float = 1.0
-
-
-def stage_not_available(name: str) -> StageFunction:
-    def fail(ctx: JobContext) -> None:
-        raise StageNotAvailableError(name)
-
-    return fail
-
-
-IMPLEMENTED_STAGES: dict[str, StageFunction] = {"validate": validate_artifacts}
+    # Runs even when the job's outputs are already published (a redelivery after the commit).
+    after_commit: bool = False
 
 
 def default_stages() -> list[Stage]:
     return [
-        Stage(name, IMPLEMENTED_STAGES.get(name) or stage_not_available(name))
-        for name in PIPELINE_STAGE_NAMES
+        Stage("validate", validate_artifacts, weight=1.0),
+        Stage("data", resolve_training_data, weight=1.0),
+        Stage("prepare", prepare_inputs, weight=2.0),
+        Stage("train", train_head, weight=20.0),
+        Stage("benchmark", benchmark_head, weight=4.0),
+        Stage("publish", publish_outputs, weight=1.0, after_commit=True),
     ]
 
 
@@ -54,6 +53,11 @@ def run_pipeline(ctx: JobContext, stages: Sequence[Stage]) -> None:
         start = 100.0 * done_weight / total_weight
         done_weight += stage.weight
         ctx.span = StageSpan(stage.name, start, 100.0 * done_weight / total_weight)
+        if ctx.artifacts.published_lineage is not None and not stage.after_commit:
+            ctx.report(
+                f"Stage '{stage.name}' skipped: this job's outputs are already published", fraction=1.0
+            )
+            continue
         ctx.report(f"Stage '{stage.name}' started", fraction=0.0)
         stage.run(ctx)
         ctx.check()

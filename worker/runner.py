@@ -6,16 +6,20 @@ Kept free of Celery so tests (and a debugger) can call it directly with their ow
 from __future__ import annotations
 
 import logging
+import shutil
 import socket
+import time
 from collections.abc import Sequence
 from functools import partial
 
 from db.optimization_job_status import OptimizationJobStatus
 from db.settings import Settings, get_settings
 from db.types import utc_now
-from worker.context import JobContext
+from worker.context import JobContext, job_work_dir
 from worker.errors import JobFailedError, JobInterruptedError, StopRequestedError
+from worker.job_snapshot import JobSnapshot
 from worker.job_store import JobStore
+from worker.lease import JobLease
 from worker.monitor import JobMonitor
 from worker.outcome import Outcome
 from worker.pipeline import Stage, default_stages, run_pipeline
@@ -30,48 +34,88 @@ def run_optimization_job(
     stages: Sequence[Stage] | None = None,
     store: JobStore | None = None,
     settings: Settings | None = None,
+    task_id: str | None = None,
     poll_interval_seconds: float = 1.0,
     interrupt_grace_seconds: float = 5.0,
 ) -> OptimizationJobStatus | None:
     """Run the job's pipeline and record how it ended; returns the job's final status.
 
-    Returns None without doing anything when the job is missing or already finished, so a
-    duplicate delivery is harmless. Unexpected exceptions are recorded as FAILED and re-raised
-    so Celery logs them with their traceback.
+    Returns None without doing anything when the job is missing, already finished, or
+    running elsewhere, so a duplicate delivery is harmless. Unexpected exceptions are
+    recorded as FAILED and re-raised so Celery logs them with their traceback.
     """
     store = store or JobStore()
-    job = store.claim(job_id, worker_name=socket.gethostname())
+    settings = settings or get_settings()
+    job = _claim(store, job_id, settings, task_id)
     if job is None:
         return None
+    lease = JobLease(store, job_id, task_id=task_id, lease_seconds=settings.job_lease_seconds)
     monitor = JobMonitor(
-        stop_requested=partial(store.is_stop_requested, job_id),
+        stop_requested=lease.poll,
         runtime_limit=runtime_limit_for(job, now=utc_now()),
         poll_interval_seconds=poll_interval_seconds,
         interrupt_grace_seconds=interrupt_grace_seconds,
     )
     ctx = JobContext(
         job=job,
-        settings=settings or get_settings(),
+        settings=settings,
         monitor=monitor,
         record_progress=partial(store.record_progress, job_id),
+        store=store,
     )
     try:
+        outcome = _run(ctx, monitor, default_stages() if stages is None else stages)
+    finally:
+        # Everything a resumed run needs is on S3; the local scratch space can go.
+        shutil.rmtree(job_work_dir(settings, job_id), ignore_errors=True)
+    if lease.superseded:
+        logger.warning(
+            "optimization job %s was taken over by another delivery; leaving it to that one", job_id
+        )
+        return None
+    return store.finish(job_id, outcome)
+
+
+def _claim(store: JobStore, job_id: int, settings: Settings, task_id: str | None) -> JobSnapshot | None:
+    """The job to run, waiting out the lease of a previous worker that may still be alive."""
+    claim_job = partial(
+        store.claim,
+        job_id,
+        worker_name=socket.gethostname(),
+        task_id=task_id,
+        lease_seconds=settings.job_lease_seconds,
+        max_attempts=settings.max_job_attempts,
+    )
+    claim = claim_job()
+    first_seen = claim.heartbeat
+    while claim.job is None and claim.wait_seconds > 0:
+        logger.info(
+            "job %s: its previous worker's lease runs %.0f s more; waiting", job_id, claim.wait_seconds
+        )
+        time.sleep(claim.wait_seconds)
+        claim = claim_job(previous_heartbeat=first_seen)
+    return claim.job
+
+
+def _run(ctx: JobContext, monitor: JobMonitor, stages: Sequence[Stage]) -> Outcome:
+    try:
         with monitor:
-            run_pipeline(ctx, default_stages() if stages is None else stages)
+            run_pipeline(ctx, stages)
     except JobInterruptedError as interruption:
-        return store.finish(job_id, _interrupted_outcome(interruption))
+        return _interrupted_outcome(interruption)
     except JobFailedError as failure:
-        logger.info("optimization job %s failed in stage %s: %s", job_id, ctx.stage, failure)
-        return store.finish(job_id, Outcome.failed(str(failure)))
+        logger.info("optimization job %s failed in stage %s: %s", ctx.job.id, ctx.stage, failure)
+        return Outcome.failed(str(failure))
     except Exception as error:
         # A stage may wrap the interruption in its own exception; the monitor still knows why.
         if monitor.interruption is not None:
-            return store.finish(job_id, _interrupted_outcome(monitor.interruption))
-        store.finish(
-            job_id, Outcome.failed(f"Internal error in stage '{ctx.stage}': {type(error).__name__}: {error}")
+            return _interrupted_outcome(monitor.interruption)
+        ctx.store.finish(
+            ctx.job.id,
+            Outcome.failed(f"Internal error in stage '{ctx.stage}': {type(error).__name__}: {error}"),
         )
         raise
-    return store.finish(job_id, Outcome.completed())
+    return Outcome.completed()
 
 
 def _interrupted_outcome(interruption: JobInterruptedError) -> Outcome:

@@ -10,6 +10,11 @@ from botocore.config import Config
 
 from db.settings import Settings
 
+# botocore's "standard" retry mode backs off exponentially (with jitter) on throttling,
+# 5xx answers and connection errors; after the last attempt the error reaches the stage,
+# which fails the job naming the object and the S3 error.
+S3_MAX_ATTEMPTS = 5
+
 
 @dataclass(frozen=True)
 class S3Location:
@@ -27,8 +32,21 @@ class S3Location:
         return cls(bucket=bucket, key=key)
 
     def child(self, name: str) -> S3Location:
-        prefix = self.key if not self.key or self.key.endswith("/") else self.key + "/"
-        return S3Location(self.bucket, prefix + name)
+        return S3Location(self.bucket, self.prefix + name)
+
+    @property
+    def prefix(self) -> str:
+        """The key as a directory prefix: empty (the bucket root) or ending in '/'."""
+        return self.key if not self.key or self.key.endswith("/") else self.key + "/"
+
+    @property
+    def as_directory(self) -> S3Location:
+        return S3Location(self.bucket, self.prefix)
+
+    @property
+    def name(self) -> str:
+        """The last path segment of the key."""
+        return self.key.rstrip("/").rsplit("/", 1)[-1]
 
     @property
     def uri(self) -> str:
@@ -45,5 +63,8 @@ def s3_client(settings: Settings, *, region: str | None = None) -> Any:
         aws_secret_access_key=None if secret is None else secret.get_secret_value(),
         region_name=region or settings.default_region,
         # Path-style addressing: SeaweedFS and most self-hosted stores have no bucket DNS names.
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"}),
+        config=Config(
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": S3_MAX_ATTEMPTS, "mode": "standard"},
+        ),
     )

@@ -5,13 +5,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery.signals import task_revoked, worker_process_init
+from celery.signals import task_revoked, worker_process_init, worker_ready, worker_shutdown
 
-from db.session import get_engine
+from db.session import create_db_engine, create_session_factory, get_engine
+from db.settings import get_settings
+from worker.dispatch import enqueue_optimization_job
 from worker.job_store import JobStore
+from worker.reaper import ReaperThread
 from worker.task_names import RUN_OPTIMIZATION_JOB
 
 logger = logging.getLogger(__name__)
+
+_reapers: list[ReaperThread] = []
 
 
 @task_revoked.connect
@@ -29,3 +34,30 @@ def drop_inherited_connections(**_: Any) -> None:
     """A forked pool process must not reuse the parent's database connections."""
     if get_engine.cache_info().currsize:
         get_engine().dispose(close=False)
+
+
+@worker_ready.connect
+def start_reaper(**_: Any) -> None:
+    """The main worker process looks for jobs whose worker was lost (see ``worker.reaper``)."""
+    settings = get_settings()
+    # Its own one-connection engine: pool processes are forked from this process while the
+    # reaper may be using it, and must never share (or wait on) its connection.
+    engine = create_db_engine(settings.database_url, pool_size=1, max_overflow=0)
+    reaper = ReaperThread(
+        JobStore(create_session_factory(engine)),
+        settings,
+        enqueue_optimization_job,
+    )
+    reaper.start()
+    _reapers.append(reaper)
+    logger.info(
+        "job reaper started: lease %.0f s, every %.0f s",
+        settings.job_lease_seconds,
+        settings.job_reaper_interval_seconds,
+    )
+
+
+@worker_shutdown.connect
+def stop_reaper(**_: Any) -> None:
+    while _reapers:
+        _reapers.pop().stop()

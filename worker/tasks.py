@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
 from sqlalchemy.exc import OperationalError
 
@@ -19,7 +21,10 @@ from worker.task_names import RUN_OPTIMIZATION_JOB
     autoretry_for=(OperationalError,),
     retry_backoff=True,
     max_retries=5,
+    bind=True,
 )
-def run_optimization_job_task(job_id: int) -> str | None:
-    status = run_optimization_job(job_id)
+def run_optimization_job_task(self: Any, job_id: int) -> str | None:
+    # The task id identifies this delivery: the reaper re-queues a lost job under a new id,
+    # and the claim then drops any copy of the old message that turns up later.
+    status = run_optimization_job(job_id, task_id=self.request.id)
     return None if status is None else status.value

@@ -1,4 +1,5 @@
-"""Worker tests' own fixtures: the api as a separate process, and an S3 endpoint that hangs."""
+"""Worker tests' own fixtures: the api as a separate process, an S3 endpoint that hangs, and
+tiny real inputs (a target model with SmolLM2's tokenizer, an existing EAGLE head)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from api.stack.readiness import http_ok, wait_until_ready
 from db.session import session_scope
 from tests.factories.accounts import AccountCredentials, create_account
 from tests.worker.stalled_server import StalledServer
+from tests.worker.tiny_inputs import write_tiny_head, write_tiny_target
 from tests.worker.worker_jobs import WorkerJobs
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -83,3 +85,15 @@ def worker_jobs(
     worker_sagemaker: Any, worker_account: AccountCredentials, worker_session_factory: sessionmaker[Session]
 ) -> WorkerJobs:
     return WorkerJobs(worker_sagemaker, worker_account, worker_session_factory)
+
+
+@pytest.fixture(scope="session")
+def tiny_target_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Llama with SmolLM2's tokenizer: trains and decodes in milliseconds per step."""
+    return write_tiny_target(smollm2_dir, tmp_path_factory.mktemp("tiny-target"))
+
+
+@pytest.fixture(scope="session")
+def tiny_head_dir(tiny_target_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An existing (untrained) EAGLE-3 head for ``tiny_target_dir``, in the native format."""
+    return write_tiny_head(tiny_target_dir, tmp_path_factory.mktemp("tiny-head") / "eagle_model")

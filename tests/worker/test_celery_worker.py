@@ -15,20 +15,20 @@ from tests.worker.worker_jobs import WorkerJobs
 
 pytestmark = pytest.mark.slow
 
-NOT_IMPLEMENTED = "Training pipeline is not available in this build (stage 'data' not implemented)"
 FINISHED = {"COMPLETED", "FAILED", "STOPPED"}
 
 
-def test_a_created_job_is_run_by_the_worker_and_never_completes(
+def test_a_created_job_is_run_by_the_worker_and_fails_naming_its_missing_data(
     worker_jobs: WorkerJobs, start_celery_worker: StartCeleryWorker, s3_client: Any, s3_bucket: str
 ) -> None:
     start_celery_worker()
+    # A complete model; the request's TrainingDataSource names a bucket that does not exist.
     name = worker_jobs.create(upload_model(s3_client, s3_bucket, "base"))
 
     job = worker_jobs.wait_for(name, FINISHED)
 
     assert job["OptimizationJobStatus"] == "FAILED"
-    assert job["FailureReason"] == NOT_IMPLEMENTED
+    assert job["FailureReason"] == "S3 bucket does not exist: s3://data/train/"
     history = worker_jobs.history(name)
     assert history[:2] == [OptimizationJobStatus.STARTING, OptimizationJobStatus.INPROGRESS]
     assert OptimizationJobStatus.COMPLETED not in history

@@ -118,17 +118,33 @@ def test_a_job_stopped_before_it_started_is_confirmed_stopped(
     assert Status.INPROGRESS not in [status for status, _, _ in events]
 
 
-def test_the_default_pipeline_validates_then_fails_on_the_first_missing_stage(
-    store: JobStore, worker_settings: Settings, worker_session_factory: SessionFactory, model_uri: str
+def test_the_default_pipeline_stops_at_the_first_failing_stage(
+    store: JobStore,
+    worker_settings: Settings,
+    worker_session_factory: SessionFactory,
+    s3_client: Any,
+    s3_bucket: str,
 ) -> None:
-    job_id = _new_job(worker_session_factory, model_uri)
+    # A complete model, but the job names training data that is not there.
+    model = upload_model(s3_client, s3_bucket, "models/complete")
+    job_id = _new_job(
+        worker_session_factory,
+        model,
+        optimization_configs=[
+            {
+                "ModelSpeculativeDecodingConfig": {
+                    "Technique": "EAGLE",
+                    "TrainingDataSource": {"S3Uri": f"s3://{s3_bucket}/no-data/", "S3DataType": "S3Prefix"},
+                }
+            }
+        ],
+    )
 
     assert _run(job_id, store, worker_settings) is Status.FAILED
 
     job, events = _job(worker_session_factory, job_id)
-    assert (
-        job.failure_reason
-        == "Training pipeline is not available in this build (stage 'data' not implemented)"
+    assert job.failure_reason == (
+        f"No training data files (.jsonl, .json, .jsonl.gz, .json.gz) under s3://{s3_bucket}/no-data/"
     )
     assert job.started_at is not None
     assert job.ended_at is not None
@@ -140,7 +156,6 @@ def test_the_default_pipeline_validates_then_fails_on_the_first_missing_stage(
         Status.FAILED,
     ]
     assert [stage for _, stage, _ in events][2:4] == ["validate", "data"]
-    assert Status.COMPLETED not in [status for status, _, _ in events]
 
 
 def test_a_missing_model_fails_validation_naming_the_object(

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import socket
+import threading
 from typing import Any
 
 import pytest
@@ -14,10 +16,11 @@ from tests.factories.optimization_jobs import create_optimization_job
 from tests.worker.s3_models import upload_model
 from worker.errors import JobFailedError
 from worker.job_store import JobStore
+from worker.model_source import model_location
 from worker.pipeline import Stage
 from worker.runner import run_optimization_job
-from worker.s3 import S3Location
-from worker.validate import model_location, validate_artifacts
+from worker.s3 import S3_MAX_ATTEMPTS, S3Location
+from worker.validate import validate_artifacts
 
 
 def test_model_location_from_an_s3_uri() -> None:
@@ -110,10 +113,13 @@ def test_a_config_without_model_type_fails(
 def test_a_directory_without_weights_fails(
     worker_session_factory: sessionmaker[Session], worker_settings: Settings, s3_client: Any, s3_bucket: str
 ) -> None:
-    s3_client.put_object(Bucket=s3_bucket, Key="noweights/config.json", Body=b'{"model_type": "llama"}')
-    status, reason = _validate(worker_session_factory, worker_settings, f"s3://{s3_bucket}/noweights/")
+    uri = upload_model(s3_client, s3_bucket, "noweights", weights=False)
+    status, reason = _validate(worker_session_factory, worker_settings, uri)
     assert status is Status.FAILED
-    assert reason == f"No model weights (*.safetensors or *.bin) under s3://{s3_bucket}/noweights/"
+    assert reason == (
+        f"Model weights not found: {uri}model.safetensors (nor a sharded model.safetensors.index.json); "
+        "the base model must be in safetensors format"
+    )
 
 
 def test_a_missing_bucket_fails_naming_the_object(
@@ -121,4 +127,36 @@ def test_a_missing_bucket_fails_naming_the_object(
 ) -> None:
     status, reason = _validate(worker_session_factory, worker_settings, "s3://no-such-bucket-eaglenest/m")
     assert status is Status.FAILED
-    assert reason == "Model file not found: s3://no-such-bucket-eaglenest/m/config.json"
+    assert reason == "S3 bucket does not exist: s3://no-such-bucket-eaglenest/m/"
+
+
+def test_an_s3_that_drops_connections_is_retried_then_fails_naming_the_error(
+    worker_session_factory: sessionmaker[Session], worker_settings: Settings
+) -> None:
+    # An endpoint that accepts each connection and closes it at once: every request fails.
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = 0
+
+    def drop_connections() -> None:
+        nonlocal accepted
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            accepted += 1
+            connection.close()
+
+    threading.Thread(target=drop_connections, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    settings = worker_settings.model_copy(update={"s3_endpoint_url": endpoint})
+    try:
+        status, reason = _validate(worker_session_factory, settings, "s3://models/llama/")
+    finally:
+        listener.close()
+    assert status is Status.FAILED
+    assert reason is not None
+    assert reason.startswith("S3 error listing s3://models/llama/: Connection was closed before we received")
+    assert endpoint in reason
+    # botocore's standard retry mode made every attempt (backing off in between) before giving up.
+    assert accepted >= S3_MAX_ATTEMPTS

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from db.optimization_job import OptimizationJob
 from db.optimization_job_status import OptimizationJobStatus
 from db.optimization_jobs import get_optimization_job_by_name, list_job_events
 from db.session import session_scope
@@ -26,11 +28,38 @@ class WorkerJobs:
         self.session_factory = session_factory
 
     def create(self, model_uri: str, *, max_runtime: int = 3600) -> str:
-        request = create_optimization_job_request(
+        return self.create_request(
             ModelSource={"S3": {"S3Uri": model_uri}}, StoppingCondition={"MaxRuntimeInSeconds": max_runtime}
         )
+
+    def create_request(self, **overrides: Any) -> str:
+        """CreateOptimizationJob with the factory's valid body and these members replaced."""
+        request = create_optimization_job_request(**overrides)
         self.sagemaker.create_optimization_job(**request)
         return str(request["OptimizationJobName"])
+
+    def row(self, name: str) -> OptimizationJob:
+        """The job's row as the worker left it (stage, last message, task id)."""
+        with session_scope(self.session_factory) as session:
+            job = get_optimization_job_by_name(session, account_id=self.account.account_id, name=name)
+            assert job is not None
+            return job
+
+    def wait_until(
+        self, name: str, condition: Callable[[OptimizationJob], bool], *, timeout: float = 60
+    ) -> OptimizationJob:
+        """Poll the job's row until ``condition`` holds; fail naming its last stage and message."""
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.row(name)
+            if condition(job):
+                return job
+            if job.status.is_terminal or time.monotonic() > deadline:
+                pytest.fail(
+                    f"job {name}: {job.status} in stage {job.stage}: {job.last_message} "
+                    f"({job.failure_reason})"
+                )
+            time.sleep(0.2)
 
     def describe(self, name: str) -> dict[str, Any]:
         job: dict[str, Any] = self.sagemaker.describe_optimization_job(OptimizationJobName=name)

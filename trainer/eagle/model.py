@@ -17,13 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: N812 - the conventional name
 from torch import nn
 from transformers.models.llama.modeling_llama import (
     LlamaMLP,
     LlamaRMSNorm,
     LlamaRotaryEmbedding,
     apply_rotary_pos_emb,
+    rotate_half,
 )
 
 from trainer.eagle.config import Eagle3HeadConfig
@@ -70,6 +71,18 @@ def _expand_kv(tensor: torch.Tensor, groups: int) -> torch.Tensor:
     return tensor if groups == 1 else tensor.repeat_interleave(groups, dim=1)
 
 
+def gather_positions(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """tensor[b, index[b, a]] for every row b: [B, T, ...] and [B, A] -> [B, A, ...]."""
+    rows = torch.arange(tensor.shape[0], device=tensor.device)[:, None]
+    return tensor[rows, index]
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE on [B, heads, L, D] with cos/sin [B, L, D]."""
+    half_turned: torch.Tensor = rotate_half(x)  # type: ignore[no-untyped-call]
+    return x * cos.unsqueeze(1) + half_turned * sin.unsqueeze(1)
+
+
 class Eagle3Attention(nn.Module):
     """Llama attention whose q/k/v read the 2H-wide [embedding, hidden] concatenation."""
 
@@ -86,19 +99,34 @@ class Eagle3Attention(nn.Module):
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: AttendFn
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        attend: AttendFn,
+        *,
+        query_index: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """Keys/values of every position of ``x``; queries (and the output) only at
+        ``query_index`` [B, A] when given, which is all TTT needs from most positions."""
         batch, length, _ = x.shape
-        q = self.q_proj(x).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, self.num_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, length, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        q, k = apply_rotary_pos_emb(q, k, cos, sin)
-        out = attend(q, k, v)  # [B, heads, T, D]
-        return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
+        if query_index is None:
+            q = self.q_proj(x).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        else:
+            queries = query_index.shape[1]
+            q_input = gather_positions(x, query_index)
+            q = self.q_proj(q_input).view(batch, queries, self.num_heads, self.head_dim).transpose(1, 2)
+            q = _rotate(q, gather_positions(cos, query_index), gather_positions(sin, query_index))
+            k = _rotate(k, cos, sin)
+        out = attend(q, k, v)  # [B, heads, queries, D]
+        width = self.num_heads * self.head_dim
+        projected: torch.Tensor = self.o_proj(out.transpose(1, 2).reshape(batch, q.shape[2], width))
+        return projected
 
-    def cached_attention(
-        self, cache: DraftKVCache, attention_mask: torch.Tensor | None
-    ) -> AttendFn:
+    def cached_attention(self, cache: DraftKVCache, attention_mask: torch.Tensor | None) -> AttendFn:
         """Attend over the cache plus the new positions; causal unless a mask is given.
 
         ``attention_mask`` is boolean [B, 1 or heads, T, L+T] (True = may attend).
@@ -118,22 +146,30 @@ class Eagle3Attention(nn.Module):
 
         return attend
 
-    def ttt_attention(self, steps: TTTKeyValues) -> AttendFn:
-        """Step-0 keys causally, then each later step's key at the query's own index."""
+    def ttt_attention(self, steps: TTTKeyValues, query_index: torch.Tensor | None = None) -> AttendFn:
+        """Step-0 keys causally, then each later step's key at the query's own index.
+
+        Queries are at every index, or at ``query_index`` [B, A]; step-0 keys always
+        cover the whole sequence, later steps' keys are at the queries' indices.
+        """
 
         def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             steps.keys.append(k)
             steps.values.append(v)
             groups = self.num_heads // self.num_kv_heads
             k0, v0 = _expand_kv(steps.keys[0], groups), _expand_kv(steps.values[0], groups)
-            length = q.shape[2]
+            length = k0.shape[2]
             scores0 = torch.matmul(q, k0.transpose(-1, -2)) * self.scale
-            causal = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()
+            key_index = torch.arange(length, device=q.device)
+            if query_index is None:
+                causal = key_index[None, :] <= key_index[:, None]  # [T, T]
+            else:
+                causal = (key_index[None, None, :] <= query_index[:, :, None])[:, None]  # [B, 1, A, T]
             scores0 = scores0.masked_fill(~causal, torch.finfo(scores0.dtype).min)
             later_keys = [_expand_kv(key, groups) for key in steps.keys[1:]]
             diagonal = [(q * key).sum(-1, keepdim=True) * self.scale for key in later_keys]
             probs = torch.softmax(torch.cat([scores0, *diagonal], dim=-1), dim=-1)
-            out = torch.matmul(probs[..., :length], v0)
+            out = torch.matmul(probs[..., :length], v0)  # [B, heads, queries, D]
             for offset, value in enumerate(steps.values[1:]):
                 out = out + probs[..., length + offset, None] * _expand_kv(value, groups)
             return out
@@ -150,7 +186,7 @@ class Eagle3DecoderLayer(nn.Module):
         self.input_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.self_attn = Eagle3Attention(config)
         self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.mlp = LlamaMLP(config.llama_config())
+        self.mlp = LlamaMLP(config.llama_config())  # type: ignore[no-untyped-call]
 
     def forward(
         self,
@@ -159,15 +195,24 @@ class Eagle3DecoderLayer(nn.Module):
         cos: torch.Tensor,
         sin: torch.Tensor,
         attend: AttendFn,
+        *,
+        query_index: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """Output at every position, or only at ``query_index`` [B, A] when given."""
         x = torch.cat([self.input_layernorm(embeds), self.hidden_norm(hidden)], dim=-1)
-        hidden = hidden + self.self_attn(x, cos, sin, attend)
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+        residual = hidden if query_index is None else gather_positions(hidden, query_index)
+        hidden = residual + self.self_attn(x, cos, sin, attend, query_index=query_index)
+        mlp_out: torch.Tensor = self.mlp(self.post_attention_layernorm(hidden))
+        return hidden + mlp_out
 
 
 class Eagle3DraftModel(nn.Module):
     """The whole head. ``forward`` returns the pre-norm hidden state, which is both what the
     next draft step consumes and, through ``compute_logits``, the draft distribution."""
+
+    # Registered buffers, declared so type checkers see tensors rather than Module | Tensor.
+    d2t: torch.Tensor
+    t2d: torch.Tensor
 
     def __init__(self, config: Eagle3HeadConfig) -> None:
         super().__init__()
@@ -196,19 +241,25 @@ class Eagle3DraftModel(nn.Module):
 
     def set_draft_vocab(self, d2t: torch.Tensor, t2d: torch.Tensor) -> None:
         with torch.no_grad():
-            self.d2t.copy_(d2t)  # type: ignore[operator]
-            self.t2d.copy_(t2d)  # type: ignore[operator]
+            self.d2t.copy_(d2t)
+            self.t2d.copy_(t2d)
 
     def fuse(self, aux_hidden_states: torch.Tensor) -> torch.Tensor:
         """[B, T, 3*H_target] target features -> [B, T, H] draft input."""
         return self.fc(aux_hidden_states)  # type: ignore[no-any-return]
 
     def _layer(
-        self, input_ids: torch.Tensor, hidden: torch.Tensor, position_ids: torch.Tensor, attend: AttendFn
+        self,
+        input_ids: torch.Tensor,
+        hidden: torch.Tensor,
+        position_ids: torch.Tensor,
+        attend: AttendFn,
+        *,
+        query_index: torch.Tensor | None = None,
     ) -> torch.Tensor:
         embeds = self.embed_tokens(input_ids).to(hidden.dtype)
         cos, sin = self.rotary_emb(hidden, position_ids)
-        return self.midlayer(embeds, hidden, cos, sin, attend)  # type: ignore[no-any-return]
+        return self.midlayer(embeds, hidden, cos, sin, attend, query_index=query_index)  # type: ignore[no-any-return]
 
     def forward(
         self,
@@ -228,14 +279,24 @@ class Eagle3DraftModel(nn.Module):
         hidden: torch.Tensor,
         position_ids: torch.Tensor,
         steps: TTTKeyValues,
+        query_index: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """One training-time-test step; ``steps`` accumulates keys/values across steps."""
-        attend = self.midlayer.self_attn.ttt_attention(steps)
-        return self._layer(input_ids, hidden, position_ids, attend)
+        """One training-time-test step; ``steps`` accumulates keys/values across steps.
+
+        Without ``query_index`` every step runs at every index ([B, T] in and out). With
+        it ([B, A] indices), step 0 takes the whole sequence (its keys serve all later
+        steps) but returns only the A indices, and later steps take and return those A
+        indices alone: positions no loss depends on are never computed.
+        """
+        attend = self.midlayer.self_attn.ttt_attention(steps, query_index)
+        if query_index is not None and steps.keys:
+            # Later steps: inputs are already at the query indices; their keys go on the diagonal.
+            return self._layer(input_ids, hidden, position_ids, attend)
+        return self._layer(input_ids, hidden, position_ids, attend, query_index=query_index)
 
     def compute_logits(self, prenorm_hidden: torch.Tensor) -> torch.Tensor:
         """Logits over the draft vocabulary."""
         return self.lm_head(self.norm(prenorm_hidden))  # type: ignore[no-any-return]
 
     def draft_to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
-        return draft_ids + self.d2t[draft_ids]  # type: ignore[index]
+        return draft_ids + self.d2t[draft_ids]

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: N812 - the conventional name
 
-from trainer.eagle.model import Eagle3DraftModel, TTTKeyValues
+from trainer.eagle.model import Eagle3DraftModel, TTTKeyValues, gather_positions
 
 
 @dataclass(frozen=True)
@@ -23,14 +23,29 @@ class TeacherTargets:
     argmax_draft_id: torch.Tensor  # [B, T] draft id of the target's argmax, -1 outside the draft vocab
 
 
+def draft_ids_of(target_ids: torch.Tensor, t2d: torch.Tensor) -> torch.Tensor:
+    """Draft id of each target id, -1 where not kept (draft ids follow target id order)."""
+    draft_index = torch.cumsum(t2d.long(), dim=0) - 1
+    return torch.where(t2d[target_ids], draft_index[target_ids], torch.full_like(target_ids, -1))
+
+
+def teacher_targets_from_kept_logits(
+    kept_logits: torch.Tensor, argmax_target_id: torch.Tensor, t2d: torch.Tensor
+) -> TeacherTargets:
+    """Teacher from logits already restricted to the draft vocabulary [B, T, draft_vocab]
+    plus the argmax over the *full* vocabulary [B, T] (which may fall outside the draft vocab).
+
+    Training computes only the kept columns of the target's lm_head, which is far cheaper
+    than materialising the full-vocabulary logits this would otherwise be sliced from.
+    """
+    return TeacherTargets(
+        probs=torch.softmax(kept_logits.float(), dim=-1), argmax_draft_id=draft_ids_of(argmax_target_id, t2d)
+    )
+
+
 def teacher_targets(target_logits: torch.Tensor, t2d: torch.Tensor) -> TeacherTargets:
     """Restrict full-vocabulary target logits [B, T, V] to the draft vocabulary."""
-    kept = target_logits[..., t2d]
-    argmax = target_logits.argmax(dim=-1)
-    # Draft id of each target id: its rank among the kept ids (t2d is sorted by construction).
-    draft_index = torch.cumsum(t2d.long(), dim=0) - 1
-    argmax_draft_id = torch.where(t2d[argmax], draft_index[argmax], torch.full_like(argmax, -1))
-    return TeacherTargets(probs=torch.softmax(kept.float(), dim=-1), argmax_draft_id=argmax_draft_id)
+    return teacher_targets_from_kept_logits(target_logits[..., t2d], target_logits.argmax(dim=-1), t2d)
 
 
 def _shift_left(tensor: torch.Tensor, by: int, fill: float | int | bool) -> torch.Tensor:
@@ -42,12 +57,27 @@ def _shift_left(tensor: torch.Tensor, by: int, fill: float | int | bool) -> torc
     return torch.cat([tensor[:, by:], pad], dim=1)
 
 
+def teacher_positions(loss_mask: torch.Tensor) -> torch.Tensor:
+    """Positions whose teacher distribution ``ttt_loss`` reads: p such that token p+1 is learned."""
+    return _shift_left(loss_mask.bool(), 1, False)
+
+
 @dataclass(frozen=True)
 class TTTOutput:
     loss: torch.Tensor  # weighted sum over steps, each normalised by its masked count
     step_losses: list[float]
     step_accuracy: list[float]  # draft argmax == target argmax, per step (acceptance estimate)
     step_counts: list[int]  # masked positions per step
+
+
+def _pack(active: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Indices of the True positions of each row, left-aligned and padded with 0: ([B, A], valid [B, A])."""
+    counts = active.sum(dim=1)
+    width = int(counts.max()) if active.numel() else 0
+    # A stable sort puts each row's active indices first, in order.
+    order = torch.sort((~active).to(torch.int8), dim=1, stable=True).indices[:, :width]
+    valid = torch.arange(width, device=active.device)[None, :] < counts[:, None]
+    return torch.where(valid, order, torch.zeros_like(order)), valid
 
 
 def ttt_loss(
@@ -64,11 +94,22 @@ def ttt_loss(
 
     ``loss_mask`` [B, T] marks tokens the head should learn to predict (assistant tokens
     of real, non-padding positions).
+
+    Only indices where some step has a loss are computed past step 0's keys and values
+    (``forward_ttt_step``'s ``query_index``): in chat data that skips most prompt tokens,
+    which carry no loss but cost as much as answer tokens in a dense unroll.
     """
     batch, length = input_ids.shape
-    position_ids = torch.arange(length, device=input_ids.device).expand(batch, length)
-    hidden = model.fuse(aux_hidden_states)
     in_draft_vocab = teacher.argmax_draft_id >= 0
+    # Step i at index t learns token t+2+i from the teacher at t+1+i (a draft-vocab argmax).
+    masks = [
+        _shift_left(loss_mask.bool(), 2 + step, False) & _shift_left(in_draft_vocab, 1 + step, False)
+        for step in range(steps)
+    ]
+    index, valid = _pack(torch.stack(masks).any(dim=0))
+    rows_of = torch.arange(batch, device=input_ids.device)[:, None].expand_as(index)
+    positions = torch.arange(length, device=input_ids.device).expand(batch, length)
+    hidden = model.fuse(aux_hidden_states)
     kv = TTTKeyValues()
     total = hidden.new_zeros(())
     losses: list[float] = []
@@ -76,16 +117,24 @@ def ttt_loss(
     counts: list[int] = []
     for step in range(steps):
         step_ids = _shift_left(input_ids, 1 + step, 0)
-        hidden = model.forward_ttt_step(step_ids, hidden, position_ids + step, kv)
-        log_probs = F.log_softmax(model.compute_logits(hidden).float(), dim=-1)
-        probs = _shift_left(teacher.probs, 1 + step, 0.0)
-        mask = _shift_left(loss_mask.bool(), 2 + step, False) & _shift_left(in_draft_vocab, 1 + step, False)
-        count = mask.sum()
-        cross_entropy = -(probs * log_probs).sum(-1)
-        step_loss = (cross_entropy * mask).sum() / count.clamp(min=1)
+        if step == 0:
+            hidden = model.forward_ttt_step(step_ids, hidden, positions, kv, query_index=index)
+        else:
+            step_ids = gather_positions(step_ids, index)
+            hidden = model.forward_ttt_step(step_ids, hidden, index + step, kv, query_index=index)
+        # Only masked positions need logits: the next step reads the pre-norm hidden state,
+        # not the logits, so the draft lm_head and softmax run on those rows alone.
+        selected = gather_positions(masks[step], index) & valid
+        batch_rows = rows_of[selected]
+        target_index = index[selected] + 1 + step
+        count = int(batch_rows.numel())
+        logits = model.compute_logits(hidden[selected]).float()
+        # Soft-label cross entropy: -(teacher probs * draft log-probs), summed over rows.
+        soft_targets = teacher.probs[batch_rows, target_index]
+        step_loss = F.cross_entropy(logits, soft_targets, reduction="sum") / max(count, 1)
         total = total + (decay**step) * step_loss
-        hits = (log_probs.argmax(-1) == _shift_left(teacher.argmax_draft_id, 1 + step, -1)) & mask
+        hits = logits.argmax(-1) == teacher.argmax_draft_id[batch_rows, target_index]
         losses.append(float(step_loss.detach()))
-        accuracy.append(float(hits.sum()) / max(int(count), 1))
-        counts.append(int(count))
+        accuracy.append(float(hits.sum()) / max(count, 1))
+        counts.append(count)
     return TTTOutput(loss=total, step_losses=losses, step_accuracy=accuracy, step_counts=counts)

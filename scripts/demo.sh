@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# `make demo`: the seed's flow, end to end, with the real AWS CLI against the embedded stack.
+#
+#   1. start `eaglenest up` (SQLite, a Celery worker, SeaweedFS as S3, the api) in a fresh state dir;
+#   2. upload SmolLM2-135M-Instruct (converted by `make model`) and a training set to its S3;
+#   3. aws sagemaker create-model (ModelDataSource S3Prefix) and create-optimization-job
+#      (ModelSpeculativeDecodingConfig Technique EAGLE, TrainingDataSource, OutputConfig,
+#      StoppingCondition);
+#   4. poll describe-optimization-job until the job ends, printing the worker's progress;
+#   5. print the benchmark table and the lineage from S3, and the registered output model.
+#
+# Knobs (environment): DEMO_TRAIN_MINUTES (default 8: a short budget so the demo fits in well
+# under 30 minutes on 2 CPU cores; real heads train for hours), DEMO_MAX_RUNTIME (seconds,
+# default 1800), DEMO_BENCHMARK_PROMPTS (default 12), DEMO_THREADS (default 1), DEMO_STATE_DIR (default state/demo, wiped
+# at start), DEMO_KEEP_RUNNING=1 to leave the stack up afterwards.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PY="$ROOT/.venv/bin/python"
+AWS="$ROOT/.venv/bin/aws"
+MODEL_DIR="$ROOT/.cache/models/smollm2-135m-instruct"
+STATE_DIR="${DEMO_STATE_DIR:-$ROOT/state/demo}"
+TRAIN_MINUTES="${DEMO_TRAIN_MINUTES:-8}"
+MAX_RUNTIME="${DEMO_MAX_RUNTIME:-1800}"
+JOB_NAME="smollm2-eagle3-demo-$(date +%Y%m%d-%H%M%S)"
+OUTPUT_MODEL="smollm2-135m-instruct-eagle3"
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+[ -x "$PY" ] || { echo "demo: .venv is missing; run 'make demo' (it installs everything first)" >&2; exit 1; }
+[ -f "$MODEL_DIR/config.json" ] || { echo "demo: $MODEL_DIR is missing; run 'make model'" >&2; exit 1; }
+
+say "Starting the embedded stack in $STATE_DIR"
+rm -rf "$STATE_DIR"
+mkdir -p "$STATE_DIR"
+read -r API_PORT S3_PORT < <("$PY" -c 'from api.stack.ports import free_ports; print(*free_ports(2))')
+# The worker inherits these: a short benchmark (held-out prompts, 64 new tokens each), and
+# DEMO_THREADS torch threads (default 1: on a machine whose other core is busy, a second
+# thread waits on it at every op and decoding gets several times slower, not faster).
+THREADS="${DEMO_THREADS:-1}"
+export EAGLENEST_TRAIN_OVERRIDES="{\"num_threads\": $THREADS, \"batch_tokens\": 2048}"
+export EAGLENEST_BENCHMARK_OVERRIDES="{\"max_prompts\": ${DEMO_BENCHMARK_PROMPTS:-12}, \"max_new_tokens\": 64, \"num_threads\": $THREADS}"
+"$ROOT/.venv/bin/eaglenest" up --state-dir "$STATE_DIR" --port "$API_PORT" --s3-port "$S3_PORT" \
+  >"$STATE_DIR/up.log" 2>&1 &
+STACK_PID=$!
+stop_stack() {
+  if [ "${DEMO_KEEP_RUNNING:-0}" = "1" ]; then
+    echo "stack left running (pid $STACK_PID); stop it with: kill $STACK_PID"
+  elif kill -0 "$STACK_PID" 2>/dev/null; then
+    kill -TERM "$STACK_PID" && wait "$STACK_PID" || true
+  fi
+}
+trap stop_stack EXIT
+for _ in $(seq 1 180); do
+  [ -f "$STATE_DIR/stack.json" ] && break
+  kill -0 "$STACK_PID" 2>/dev/null || { cat "$STATE_DIR/up.log" >&2; exit 1; }
+  sleep 1
+done
+[ -f "$STATE_DIR/stack.json" ] || { echo "demo: the stack did not start" >&2; cat "$STATE_DIR/up.log" >&2; exit 1; }
+read -r API_URL S3_URL REGION KEY SECRET < <("$PY" -c '
+import json, sys
+info = json.load(open(sys.argv[1]))
+print(info["api_url"], info["s3_endpoint_url"], info["region"], info["aws_access_key_id"], info["aws_secret_access_key"])
+' "$STATE_DIR/stack.json")
+echo "api $API_URL, S3 $S3_URL, region $REGION"
+
+export AWS_ACCESS_KEY_ID="$KEY" AWS_SECRET_ACCESS_KEY="$SECRET" AWS_DEFAULT_REGION="$REGION" AWS_PAGER=""
+export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
+s3() { "$AWS" --endpoint-url "$S3_URL" s3 "$@"; }
+sagemaker() { "$AWS" --endpoint-url "$API_URL" sagemaker "$@"; }
+
+say "Uploading SmolLM2-135M-Instruct and a training set to S3"
+s3 mb s3://demo-models >/dev/null
+s3 mb s3://demo-data >/dev/null
+s3 mb s3://demo-output >/dev/null
+s3 cp --recursive --only-show-errors "$MODEL_DIR" s3://demo-models/smollm2-135m-instruct/
+# Training data that ships in Python packages (see README): HumanEval's 164 code tasks and
+# CHAMP's 270 math problems with their reference answers, as ShareGPT JSONL.
+"$PY" -m trainer prepare-data humaneval champ --out "$STATE_DIR/data"
+s3 cp --only-show-errors "$STATE_DIR/data/humaneval.jsonl" s3://demo-data/train/humaneval.jsonl
+s3 cp --only-show-errors "$STATE_DIR/data/champ.jsonl" s3://demo-data/train/champ.jsonl
+s3 ls --recursive s3://demo-models/ | tail -n 3
+s3 ls s3://demo-data/train/
+
+say "aws sagemaker create-model"
+sagemaker create-model \
+  --model-name smollm2-135m-instruct \
+  --execution-role-arn arn:aws:iam::000000000000:role/SageMakerRole \
+  --primary-container '{
+    "Image": "vllm/vllm-openai:latest",
+    "ModelDataSource": {"S3DataSource": {
+      "S3Uri": "s3://demo-models/smollm2-135m-instruct/",
+      "S3DataType": "S3Prefix", "CompressionType": "None"}}}'
+
+say "aws sagemaker create-optimization-job ($TRAIN_MINUTES minutes of training: a demo budget)"
+sagemaker create-optimization-job \
+  --optimization-job-name "$JOB_NAME" \
+  --role-arn arn:aws:iam::000000000000:role/SageMakerRole \
+  --model-source '{"SageMakerModel": {"ModelName": "smollm2-135m-instruct"}}' \
+  --deployment-instance-type ml.g5.2xlarge \
+  --optimization-environment "EAGLE_TRAIN_MAX_MINUTES=$TRAIN_MINUTES,EAGLE_NUM_SPECULATIVE_TOKENS=3" \
+  --optimization-configs '[{"ModelSpeculativeDecodingConfig": {
+      "Technique": "EAGLE",
+      "TrainingDataSource": {"S3Uri": "s3://demo-data/train/", "S3DataType": "S3Prefix"}}}]' \
+  --output-config "{\"S3OutputLocation\": \"s3://demo-output/$JOB_NAME/\",
+      \"SageMakerModel\": {\"ModelName\": \"$OUTPUT_MODEL\"}}" \
+  --stopping-condition "{\"MaxRuntimeInSeconds\": $MAX_RUNTIME}"
+
+say "Polling describe-optimization-job (progress from the REST face, /v1/optimization-jobs)"
+progress() {
+  # The AWS shape has no progress members; the REST face (SigV4-signed like the CLI) has.
+  "$PY" - "$API_URL" "$JOB_NAME" <<'PYTHON'
+import sys
+import httpx
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.session import get_session
+
+api_url, name = sys.argv[1], sys.argv[2]
+request = AWSRequest(method="GET", url=f"{api_url}/v1/optimization-jobs/{name}")
+session = get_session()
+SigV4Auth(session.get_credentials(), "sagemaker", session.get_config_variable("region")).add_auth(request)
+detail = httpx.get(request.url, headers=dict(request.headers.items()), timeout=30).json()
+percent = detail.get("ProgressPercent")
+eta = detail.get("EtaSeconds")
+print(
+    f"{detail.get('OptimizationJobStatus', '?'):<10} stage {detail.get('Stage') or '-':<9} "
+    f"{'' if percent is None else f'{percent:5.1f}%'} "
+    f"{'' if eta is None else f'(stage ETA {eta / 60:.1f} min)'} {detail.get('LastMessage') or ''}"
+)
+PYTHON
+}
+while true; do
+  STATUS="$(sagemaker describe-optimization-job --optimization-job-name "$JOB_NAME" \
+    --query OptimizationJobStatus --output text)"
+  printf '%s  ' "$(date +%H:%M:%S)"
+  progress || echo "$STATUS"
+  case "$STATUS" in COMPLETED|FAILED|STOPPED) break ;; esac
+  sleep 15
+done
+sagemaker describe-optimization-job --optimization-job-name "$JOB_NAME" \
+  --query '{Status: OptimizationJobStatus, FailureReason: FailureReason, Start: OptimizationStartTime,
+            End: OptimizationEndTime, Output: OptimizationOutput}'
+if [ "$STATUS" != "COMPLETED" ]; then
+  echo "demo: the job ended $STATUS; logs are in $STATE_DIR/logs" >&2
+  exit 1
+fi
+
+say "Published under s3://demo-output/$JOB_NAME/"
+s3 ls --recursive "s3://demo-output/$JOB_NAME/"
+s3 cp --only-show-errors "s3://demo-output/$JOB_NAME/benchmark/results.json" "$STATE_DIR/results.json"
+s3 cp --only-show-errors "s3://demo-output/$JOB_NAME/lineage.json" "$STATE_DIR/lineage.json"
+
+say "Benchmark (benchmark/results.json)"
+"$PY" - "$STATE_DIR/results.json" "$STATE_DIR/lineage.json" "$TRAIN_MINUTES" <<'PYTHON'
+import json
+import sys
+
+from trainer.benchmark import BenchmarkReport
+
+results = json.load(open(sys.argv[1]))
+lineage = json.load(open(sys.argv[2]))
+report = BenchmarkReport.model_validate(results)
+print(report.format_table())
+print(f"\n{results['note']}")
+print(f"engine: {results['engine']}; prompts: {results['prompts']} {results['prompt_source']}, "
+      f"{results['max_new_tokens']} new tokens each, K={results['num_speculative_tokens']}")
+training = lineage["training"]
+print(f"\ntrained {training['steps']} steps in a {sys.argv[3]}-minute demo budget "
+      f"({training['stop_reason']}); final loss {training['final_loss']:.3f}; "
+      f"draft vocabulary {training['draft_vocab_size']}")
+print(f"lineage: {lineage['job']['arn']}; data {lineage['training_data']['uri']} "
+      f"({lineage['training_data']['records']['records_read']} records); "
+      f"{len(lineage['outputs'])} outputs with sha256; code {lineage['code_version']}")
+PYTHON
+
+say "aws sagemaker describe-model --model-name $OUTPUT_MODEL"
+sagemaker describe-model --model-name "$OUTPUT_MODEL" --query PrimaryContainer

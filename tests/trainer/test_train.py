@@ -1,0 +1,295 @@
+"""``trainer.train.train`` end to end on tiny targets of every architecture, plus one real run."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoConfig
+
+from tests.trainer.eagle.tiny_data import write_chat_data
+from trainer.config import TrainConfig
+from trainer.data.tokenize import TokenizedConversation
+from trainer.eagle.capture import SUPPORTED_ARCHITECTURES
+from trainer.eagle.checkpoint import latest_checkpoint, read_checkpoint_state
+from trainer.eagle.reporting import TrainProgress
+from trainer.eagle.validate import validate_head
+from trainer.models.tiny import write_tiny_target
+from trainer.train import _draft_vocab, train
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_target("LlamaForCausalLM", tmp_path_factory.mktemp("llama"))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_chat_data(tmp_path_factory.mktemp("data") / "chat.jsonl", conversations=40)
+
+
+def config(model_dir: Path, data: Path, out_dir: Path, **overrides: Any) -> TrainConfig:
+    settings: dict[str, Any] = {
+        "model_dir": model_dir,
+        "data_paths": [data],
+        "out_dir": out_dir,
+        "batch_tokens": 512,
+        "ttt_steps": 3,
+        "lr": 3e-3,
+        "warmup_steps": 2,
+        "checkpoint_every": 10,
+        "eval_fraction": 0.1,
+        "holdout_fraction": 0.0,
+        # Bit-exact comparisons need the same kernels everywhere; bf16 is covered separately.
+        "compute_dtype": "float32",
+        **overrides,
+    }
+    return TrainConfig(**settings)
+
+
+def metrics(out_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("architecture", SUPPORTED_ARCHITECTURES)
+def test_each_architecture_learns_a_repeated_batch(architecture: str, tmp_path: Path) -> None:
+    model_dir = write_tiny_target(architecture, tmp_path / "model")
+    few = write_chat_data(tmp_path / "few.jsonl", conversations=6)
+    result = train(
+        config(
+            model_dir, few, tmp_path / "run", batch_tokens=4096, eval_fraction=0.0, max_steps=25, epochs=100
+        )
+    )
+    rows = metrics(tmp_path / "run")
+    assert result.steps == 25
+    assert len(rows) == 25
+    assert result.target_architecture == architecture
+    first, last = rows[0], rows[-1]
+    # One batch holds all the data, so every step sees the same tokens.
+    assert first["tokens"] == last["tokens"]
+    assert last["loss"] < 0.6 * first["loss"]
+    assert last["step_accuracy"][0] > first["step_accuracy"][0] + 0.3
+    assert result.head_dir is not None
+    report = validate_head(result.head_dir, AutoConfig.from_pretrained(model_dir))
+    assert report.aux_layer_ids == [2, 4, 5]
+
+
+def test_result_metrics_and_progress_describe_the_run(llama_dir: Path, data: Path, tmp_path: Path) -> None:
+    events: list[TrainProgress] = []
+    result = train(config(llama_dir, data, tmp_path / "run", max_steps=12), progress=events.append)
+    assert result.stop_reason == "max_steps"
+    assert not result.stopped
+    assert result.steps == 12
+    assert result.train_samples + result.eval_samples == 40
+    assert result.eval_samples == 4
+    assert result.records_read == 40
+    assert result.records_skipped == 0
+    assert result.regeneration_mode == "none"
+    # No smaller size covers 99.9% of the learned tokens of a 259-token vocabulary.
+    assert result.draft_vocab_size == 259
+    assert result.draft_vocab_coverage == 1.0
+    assert result.final_eval is not None
+    assert len(result.final_eval.step_accuracy) == 3
+    assert result.best_checkpoint is not None
+    assert result.tokens_trained > 0
+    assert result.train_tokens_per_s > 0
+    assert result.hyperparameters["ttt_steps"] == 3
+    stages = [e.stage for e in events]
+    assert stages[0] == "loading_model"
+    assert stages[-1] == "done"
+    for expected in ("loading_data", "tokenizing", "training", "evaluating", "checkpointing", "exporting"):
+        assert expected in stages
+    training = [e for e in events if e.stage == "training"]
+    assert [e.step for e in training] == list(range(1, 13))
+    assert all(e.total_steps == 12 and e.loss is not None and e.lr and e.tokens_per_s for e in training)
+    assert all(len(e.step_accuracy) == 3 and e.eta_seconds is not None for e in training)
+    assert training[-1].eta_seconds == 0.0
+    rows = metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == list(range(1, 13))
+    assert set(rows[0]) >= {
+        "loss",
+        "step_accuracy",
+        "acceptance_length_estimate",
+        "lr",
+        "elapsed",
+        "grad_norm",
+    }
+    # Warm-up is capped at a tenth of the run (1 of 12 steps), then the cosine decays.
+    assert rows[0]["lr"] == pytest.approx(3e-3)
+    assert all(a["lr"] >= b["lr"] for a, b in itertools.pairwise(rows))
+    assert rows[-1]["lr"] < 0.2 * rows[0]["lr"]
+    assert (tmp_path / "run" / "eagle_model" / "model.safetensors").is_file()
+    assert (tmp_path / "run" / "prepared" / "train.jsonl").is_file()
+
+
+def test_resume_is_exact(llama_dir: Path, data: Path, tmp_path: Path) -> None:
+    straight = train(config(llama_dir, data, tmp_path / "straight", max_steps=20))
+
+    stop_after = 10
+    steps_seen: list[int] = []
+
+    def record(event: TrainProgress) -> None:
+        if event.stage == "training":
+            steps_seen.append(event.step)
+
+    stopped = train(
+        config(llama_dir, data, tmp_path / "resumed", max_steps=20),
+        progress=record,
+        should_stop=lambda: len(steps_seen) >= stop_after,
+    )
+    assert stopped.stopped
+    assert stopped.stop_reason == "stop_requested"
+    assert stopped.steps == stop_after
+    assert stopped.head_dir is None  # a stopped run is continued, not published
+    checkpoint = latest_checkpoint(tmp_path / "resumed" / "checkpoints")
+    assert checkpoint is not None
+    assert read_checkpoint_state(checkpoint)["step"] == stop_after
+
+    resumed = train(config(llama_dir, data, tmp_path / "resumed", max_steps=20))
+    assert resumed.resumed_from_step == stop_after
+    assert resumed.steps == 20
+    assert straight.head_dir is not None
+    assert resumed.head_dir is not None
+    a = load_file(str(Path(straight.head_dir) / "model.safetensors"))
+    b = load_file(str(Path(resumed.head_dir) / "model.safetensors"))
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    assert [r["loss"] for r in metrics(tmp_path / "straight")] == [
+        r["loss"] for r in metrics(tmp_path / "resumed")
+    ]
+
+
+def test_no_resume_starts_over(llama_dir: Path, data: Path, tmp_path: Path) -> None:
+    train(config(llama_dir, data, tmp_path / "run", max_steps=10), should_stop=lambda: True)
+    again = train(config(llama_dir, data, tmp_path / "run", max_steps=4, resume=False))
+    assert again.resumed_from_step is None
+    assert again.steps == 4
+    assert len(metrics(tmp_path / "run")) == 4
+
+
+def test_fine_tuning_keeps_the_heads_draft_vocabulary(llama_dir: Path, data: Path, tmp_path: Path) -> None:
+    base = train(config(llama_dir, data, tmp_path / "base", max_steps=6, draft_vocab_size=30))
+    assert base.head_dir is not None
+    other_data = write_chat_data(tmp_path / "other.jsonl", conversations=30, seed=5)
+    tuned = train(
+        config(llama_dir, other_data, tmp_path / "tuned", max_steps=6, init_head_dir=Path(base.head_dir))
+    )
+    assert tuned.head_dir is not None
+    before = load_file(str(Path(base.head_dir) / "model.safetensors"))
+    after = load_file(str(Path(tuned.head_dir) / "model.safetensors"))
+    assert torch.equal(before["d2t"], after["d2t"])
+    assert torch.equal(before["t2d"], after["t2d"])
+    assert not torch.equal(before["fc.weight"], after["fc.weight"])
+    assert tuned.draft_vocab_size == 30
+
+
+def test_time_budget_sizes_the_schedule_and_stops_in_time(
+    llama_dir: Path, data: Path, tmp_path: Path
+) -> None:
+    budget_minutes = 0.4
+    result = train(
+        config(llama_dir, data, tmp_path / "run", epochs=10_000, time_budget_minutes=budget_minutes)
+    )
+    assert result.seconds < budget_minutes * 60 + 10
+    assert result.stop_reason == "time_budget"
+    rows = metrics(tmp_path / "run")
+    assert len(rows) == result.steps > 10
+    # The schedule was re-planned to end with the budget: the lr reached (close to) its floor.
+    assert rows[-1]["lr"] < 0.3 * max(r["lr"] for r in rows)
+    assert result.head_dir is not None
+
+
+def test_bfloat16_compute_trains(llama_dir: Path, data: Path, tmp_path: Path) -> None:
+    result = train(config(llama_dir, data, tmp_path / "run", max_steps=20, compute_dtype="bfloat16"))
+    rows = metrics(tmp_path / "run")
+    assert rows[-1]["loss"] < rows[0]["loss"]
+    assert result.final_eval is not None
+
+
+def test_data_without_assistant_turns_is_a_clear_error(llama_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "prompts.jsonl"
+    data.write_text(json.dumps({"conversations": [{"from": "human", "value": "hello"}]}) + "\n")
+    with pytest.raises(ValueError, match=r"no training samples: 1 records read.*1 without assistant tokens"):
+        train(config(llama_dir, data, tmp_path / "run", max_steps=2))
+
+
+def test_regeneration_replaces_answers_with_the_targets_own(
+    llama_dir: Path, data: Path, tmp_path: Path
+) -> None:
+    result = train(
+        config(
+            llama_dir,
+            data,
+            tmp_path / "run",
+            max_steps=3,
+            regenerate=True,
+            regenerate_max_new_tokens=12,
+            max_conversations=8,
+        )
+    )
+    assert result.regeneration_mode == "greedy"
+    assert result.regenerated_conversations == 8
+    regenerated = (tmp_path / "run" / "regenerated.jsonl").read_text().splitlines()
+    original = {json.loads(line)["conversations"][1]["value"] for line in data.read_text().splitlines()}
+    answers = [json.loads(line)["conversations"][1]["value"] for line in regenerated]
+    assert len(answers) == 8
+    assert not set(answers) & original
+
+
+@pytest.mark.slow
+def test_cli_trains_a_smollm2_head_on_real_data(smollm2_dir: Path, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    subprocess.run(
+        [sys.executable, "-m", "trainer", "prepare-data", "humaneval", "champ", "--out", str(data_dir)],
+        check=True,
+        cwd=REPO_ROOT,
+        capture_output=True,
+    )
+    out = tmp_path / "run"
+    completed = subprocess.run(
+        [
+            sys.executable, "-m", "trainer", "train",
+            "--model", str(smollm2_dir), "--data", str(data_dir), "--out", str(out),
+            "--max-conversations", "60", "--max-length", "384", "--batch-tokens", "2048",
+            "--max-steps", "20", "--ttt-steps", "3", "--checkpoint-every", "10", "--num-threads", "2",
+        ],
+        check=True,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert "steps:       20/20" in completed.stdout, completed.stdout
+    assert "acceptance length estimate" in completed.stdout
+    rows = metrics(out)
+    assert len(rows) == 20
+    assert sum(r["loss"] for r in rows[-5:]) < sum(r["loss"] for r in rows[:5])
+    report = validate_head(out / "eagle_model", AutoConfig.from_pretrained(smollm2_dir))
+    assert report.aux_layer_ids == [2, 15, 27]
+    assert report.draft_vocab_size == 8192
+
+
+def test_default_draft_vocabulary_is_the_smallest_that_covers_the_data() -> None:
+    tokens = list(range(100, 1600))  # 1500 distinct learned tokens
+    samples = [TokenizedConversation(input_ids=tokens, loss_mask=[1] * len(tokens))]
+    assert _draft_vocab(samples, None, 50_000).draft_vocab_size == 2048
+    # 1024 covers 68%: the whole (1700-token) vocabulary is next.
+    assert _draft_vocab(samples, None, 1700).draft_vocab_size == 1700
+    assert _draft_vocab(samples, 300, 50_000).draft_vocab_size == 300

@@ -1,0 +1,70 @@
+"""Read back what a finished job published under S3OutputLocation and check it file by file."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoConfig
+
+from trainer.eagle.validate import validate_head
+
+EXPECTED_FILES = {
+    "eagle_model/config.json",
+    "eagle_model/model.safetensors",
+    "benchmark/results.json",
+    "benchmark/results.csv",
+    "training/metrics.jsonl",
+}
+
+
+@dataclass(frozen=True)
+class Published:
+    lineage: dict[str, Any]
+    results: dict[str, Any]
+    csv_rows: list[dict[str, str]]
+    metrics: list[dict[str, Any]]
+    keys: set[str]  # every key under the output location, relative to it
+
+
+def split(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+def read_published(
+    s3_client: Any, output_uri: str, *, job_arn: str, target_dir: Path, tmp: Path
+) -> Published:
+    """Download every published file, check each against lineage.json's sha256 and size,
+    and check that the head loads for the target."""
+    bucket, prefix = split(output_uri)
+    listed = s3_client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+    keys = {item["Key"][len(prefix) :] for item in listed}
+    assert keys == {*EXPECTED_FILES, "lineage.json"}, (
+        f"unexpected layout (staging left behind?): {sorted(keys)}"
+    )
+
+    lineage = json.loads(s3_client.get_object(Bucket=bucket, Key=prefix + "lineage.json")["Body"].read())
+    assert lineage["job"]["arn"] == job_arn
+    outputs = {item["path"]: item for item in lineage["outputs"]}
+    assert set(outputs) == EXPECTED_FILES
+    for relative, item in outputs.items():
+        body = s3_client.get_object(Bucket=bucket, Key=prefix + relative)["Body"].read()
+        assert item["uri"] == f"s3://{bucket}/{prefix}{relative}"
+        assert item["sha256"] == hashlib.sha256(body).hexdigest(), f"{relative}: sha256 differs from lineage"
+        assert item["size"] == len(body)
+        local = tmp / relative
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(body)
+
+    # The published head is a valid native EAGLE-3 head for this target.
+    validate_head(tmp / "eagle_model", AutoConfig.from_pretrained(target_dir))
+    results = json.loads((tmp / "benchmark/results.json").read_text())
+    csv_rows = list(csv.DictReader(io.StringIO((tmp / "benchmark/results.csv").read_text())))
+    metrics = [json.loads(line) for line in (tmp / "training/metrics.jsonl").read_text().splitlines()]
+    return Published(lineage=lineage, results=results, csv_rows=csv_rows, metrics=metrics, keys=keys)

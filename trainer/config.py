@@ -1,0 +1,169 @@
+"""Every knob of an EAGLE-3 training run, in one pydantic model.
+
+The worker builds it from an optimization job, the CLI from its flags; both call
+``trainer.train.train(config)``. Defaults suit a small target on a few CPU cores.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+TorchDType = Literal["float32", "bfloat16", "float16"]
+
+
+class TrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # --- inputs and outputs
+    model_dir: Path = Field(description="Target model directory (Hugging Face format, safetensors).")
+    data_paths: list[Path] = Field(
+        min_length=1, description="Training data files or directories (ShareGPT, OpenAI chat, completions)."
+    )
+    out_dir: Path = Field(
+        description="Run directory: metrics.jsonl, checkpoints/, prepared/, heldout.jsonl, eagle_model/."
+    )
+    init_head_dir: Path | None = Field(
+        default=None,
+        description="Existing EAGLE-3 head to fine-tune; its draft vocabulary (d2t/t2d) and aux layers "
+        "are kept.",
+    )
+    resume: bool = Field(
+        default=True,
+        description="Continue from out_dir's latest checkpoint when there is one; false starts over.",
+    )
+
+    # --- data
+    max_length: int = Field(
+        default=2048, ge=16, description="Longest tokenised conversation; longer ones are cut."
+    )
+    max_conversations: int | None = Field(
+        default=None, ge=1, description="Use at most this many conversations (a seeded random subset)."
+    )
+    holdout_fraction: float = Field(
+        default=0.05,
+        ge=0.0,
+        lt=1.0,
+        description="Conversations never trained on (hash split), written to heldout.jsonl for benchmarking.",
+    )
+    eval_fraction: float = Field(
+        default=0.02,
+        ge=0.0,
+        lt=1.0,
+        description="Prepared samples kept out of training to measure held-out loss and pick the best "
+        "checkpoint.",
+    )
+    regenerate: bool = Field(
+        default=False,
+        description="Self-distillation: replace assistant turns with the target's own answers before "
+        "training.",
+    )
+    regenerate_temperature: float = Field(
+        default=0.0, ge=0.0, description="Sampling temperature of regeneration; 0 is greedy."
+    )
+    regenerate_top_p: float = Field(
+        default=1.0, gt=0.0, le=1.0, description="Nucleus sampling cut-off of regeneration."
+    )
+    regenerate_max_new_tokens: int = Field(
+        default=256, ge=1, description="Longest regenerated answer, in tokens."
+    )
+    regenerate_batch_size: int = Field(default=16, ge=1, description="Conversations generated together.")
+    regenerate_max_turns: int | None = Field(
+        default=2,
+        ge=1,
+        description="Keep at most this many assistant turns per conversation when regenerating "
+        "(more conversations per minute instead of long chats).",
+    )
+    regenerate_budget_fraction: float = Field(
+        default=0.4,
+        gt=0.0,
+        lt=1.0,
+        description="Share of time_budget_minutes given to regeneration; the rest trains.",
+    )
+
+    # --- head
+    draft_vocab_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Tokens the head can propose. Default: the smallest of 1024, 2048, ..., 32000 (and "
+        "the target's vocabulary) that covers 99.9% of the tokens the head learns to predict.",
+    )
+    aux_layer_ids: list[int] | None = Field(
+        default=None,
+        min_length=3,
+        max_length=3,
+        description="Target layers whose input hidden states feed the head; default (2, N//2, N-3).",
+    )
+    init_from_target: Literal["lm_head", "random"] = Field(
+        default="lm_head",
+        description="Starting point of a new head. lm_head: its norm and lm_head are the target's final "
+        "norm and lm_head rows of the draft vocabulary. random: nothing copied.",
+    )
+
+    # --- optimisation
+    ttt_steps: int = Field(default=5, ge=1, le=16, description="Draft steps unrolled by training-time test.")
+    ttt_decay: float = Field(
+        default=0.8, gt=0.0, le=1.0, description="Loss weight of step i is ttt_decay**i."
+    )
+    lr: float = Field(default=5e-4, gt=0.0, description="Peak AdamW learning rate.")
+    warmup_steps: int = Field(default=20, ge=0, description="Linear warm-up steps (at most 10% of the run).")
+    min_lr_ratio: float = Field(
+        default=0.1, ge=0.0, le=1.0, description="Cosine decay ends at lr * min_lr_ratio."
+    )
+    weight_decay: float = Field(
+        default=0.0, ge=0.0, description="AdamW weight decay on matrices (not norms)."
+    )
+    grad_clip: float = Field(default=0.5, gt=0.0, description="Clip the global gradient norm to this.")
+    batch_tokens: int = Field(
+        default=4096,
+        ge=16,
+        description="Padded tokens per step (rows x longest row) of length-sorted batches.",
+    )
+    max_batch_size: int = Field(default=64, ge=1, description="At most this many conversations per step.")
+    epochs: float = Field(
+        default=10.0, gt=0.0, description="Passes over the training samples (may be fractional)."
+    )
+    max_steps: int | None = Field(default=None, ge=1, description="Stop after this many optimizer steps.")
+    time_budget_minutes: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="Wall-clock budget of the whole run (regeneration + training + export); the lr "
+        "schedule is sized to the steps that fit.",
+    )
+
+    # --- bookkeeping
+    checkpoint_every: int = Field(default=100, ge=1, description="Checkpoint (and evaluate) every N steps.")
+    keep_checkpoints: int = Field(
+        default=2, ge=1, description="Recent checkpoints kept besides the best one."
+    )
+    export_dtype: TorchDType = Field(default="float32", description="Weight dtype of the exported head.")
+    feature_cache: bool = Field(
+        default=True,
+        description="Keep the target's features in memory after the first epoch instead of recomputing.",
+    )
+    feature_cache_gb: float = Field(default=4.0, ge=0.0, description="Memory limit of the feature cache.")
+    feature_dtype: TorchDType = Field(
+        default="bfloat16", description="Dtype of cached aux hidden states (the final state uses float16)."
+    )
+    compute_dtype: Literal["auto", "bfloat16", "float32"] = Field(
+        default="auto",
+        description="Matmul precision (autocast) of the target's feature pass and the head's forward; "
+        "weights and optimizer state stay float32. auto: bfloat16 where the CPU multiplies bf16 natively "
+        "(AVX512-BF16/AMX, ~2.5x faster), else float32.",
+    )
+    seed: int = Field(
+        default=0, description="Seed of data order, splits, regeneration sampling and initialisation."
+    )
+    num_threads: int | None = Field(default=None, ge=1, description="torch CPU threads; default all cores.")
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainConfig:
+        if self.init_head_dir is not None and self.draft_vocab_size is not None:
+            raise ValueError(
+                "draft_vocab_size cannot be set with init_head_dir: fine-tuning keeps the head's vocabulary"
+            )
+        if self.aux_layer_ids is not None and len(set(self.aux_layer_ids)) != 3:
+            raise ValueError(f"aux_layer_ids must be 3 distinct layers, got {self.aux_layer_ids}")
+        return self

@@ -1,0 +1,143 @@
+"""One batch through target and head: cached target features, the TTT loss, evaluation.
+
+The training loop owns the order of batches and the optimizer; this owns what a batch
+costs, so the loop reads as "features, loss, step" and the planner gets its timings.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from trainer.data.tokenize import TokenizedConversation
+from trainer.eagle.batching import Batch, BatchTensors, collate, epoch_order
+from trainer.eagle.features import FeatureCache, TargetFeatures, TargetTeacher
+from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.reporting import EvalMetrics, acceptance_length_estimate
+from trainer.eagle.schedule import StepTimer
+from trainer.eagle.ttt import TTTOutput, teacher_positions, ttt_loss
+
+
+class TrainOrder:
+    """Which batch each step trains on: a fixed set of batches, reshuffled per epoch."""
+
+    def __init__(self, batches: Sequence[Batch], *, seed: int) -> None:
+        self.batches = list(batches)
+        self._seed = seed
+        self._orders: dict[int, list[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def batch_at(self, step: int) -> tuple[str, Batch]:
+        """(cache key, batch) of step ``step`` (0-based)."""
+        epoch, index = divmod(step, len(self.batches))
+        if epoch not in self._orders:
+            self._orders[epoch] = epoch_order(len(self.batches), seed=self._seed, epoch=epoch)
+        batch_id = self._orders[epoch][index]
+        return f"train-{batch_id}", self.batches[batch_id]
+
+    def upcoming(
+        self, start: int, stop: int, cache: FeatureCache, bytes_per_token: int
+    ) -> Iterator[tuple[int, bool]]:
+        """(padded tokens, features cached) of steps ``start..stop-1``, simulating the cache filling up."""
+        will_hold = cache.bytes
+        will_cache: set[str] = set()
+        for step in range(start, stop):
+            key, batch = self.batch_at(step)
+            hit = key in cache or key in will_cache
+            size = batch.padded_tokens * bytes_per_token
+            if not hit and will_hold + size <= cache.max_bytes:
+                will_hold += size
+                will_cache.add(key)
+            yield batch.padded_tokens, hit
+
+
+class BatchRunner:
+    def __init__(
+        self,
+        head: Eagle3DraftModel,
+        teacher: TargetTeacher,
+        *,
+        cache: FeatureCache,
+        timer: StepTimer,
+        pad_id: int,
+        ttt_steps: int,
+        ttt_decay: float,
+        autocast_bf16: bool,
+    ) -> None:
+        self.head = head
+        self.teacher = teacher
+        self.cache = cache
+        self.timer = timer
+        self.pad_id = pad_id
+        self.ttt_steps = ttt_steps
+        self.ttt_decay = ttt_decay
+        self.autocast_bf16 = autocast_bf16
+
+    @property
+    def feature_bytes_per_token(self) -> int:
+        hidden = self.head.config.target_hidden_size
+        aux = 3 * hidden * torch.empty((), dtype=self.teacher.feature_dtype).element_size()
+        final = hidden * torch.empty((), dtype=self.teacher.final_dtype).element_size()
+        return aux + final + 8  # + the int64 argmax
+
+    def features(
+        self, key: str, samples: Sequence[TokenizedConversation], batch: Batch
+    ) -> tuple[BatchTensors, TargetFeatures]:
+        """The batch's tensors and target features (from the cache, or computed and cached)."""
+        tensors = collate(samples, batch, pad_id=self.pad_id)
+        features = self.cache.get(key)
+        if features is None:
+            began = time.monotonic()
+            features = self.teacher.features(tensors.input_ids, tensors.attention_mask)
+            self.timer.record_features(time.monotonic() - began, batch.padded_tokens)
+            self.cache.put(key, features)
+        return tensors, features
+
+    def loss(self, tensors: BatchTensors, features: TargetFeatures) -> TTTOutput:
+        """The unrolled TTT loss of one batch (forward under bf16 autocast when enabled)."""
+        teacher = self.teacher.teacher(features, self.head.t2d, needed=teacher_positions(tensors.loss_mask))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast_bf16):
+            return ttt_loss(
+                self.head,
+                input_ids=tensors.input_ids,
+                aux_hidden_states=features.aux_hidden_states.float(),
+                teacher=teacher,
+                loss_mask=tensors.loss_mask,
+                steps=self.ttt_steps,
+                decay=self.ttt_decay,
+            )
+
+    def evaluate(
+        self, batches: Sequence[Batch], samples: Sequence[TokenizedConversation]
+    ) -> EvalMetrics | None:
+        """Loss and per-step accuracy over held-out batches, weighted by masked tokens."""
+        if not batches:
+            return None
+        began = time.monotonic()
+        was_training = self.head.training
+        self.head.eval()
+        loss_sums = [0.0] * self.ttt_steps
+        counts = [0] * self.ttt_steps
+        hits = [0.0] * self.ttt_steps
+        with torch.no_grad():
+            for batch_id, batch in enumerate(batches):
+                out = self.loss(*self.features(f"eval-{batch_id}", samples, batch))
+                for i, count in enumerate(out.step_counts):
+                    loss_sums[i] += out.step_losses[i] * count
+                    counts[i] += count
+                    hits[i] += out.step_accuracy[i] * count
+        self.head.train(was_training)
+        self.timer.eval_seconds = time.monotonic() - began
+        accuracy = [h / max(c, 1) for h, c in zip(hits, counts, strict=True)]
+        step_means = [total / max(count, 1) for total, count in zip(loss_sums, counts, strict=True)]
+        return EvalMetrics(
+            # The training loss's definition: each step's mean, weighted by decay**step.
+            loss=sum((self.ttt_decay**i) * mean for i, mean in enumerate(step_means)),
+            step_accuracy=accuracy,
+            acceptance_length_estimate=acceptance_length_estimate(accuracy),
+            masked_tokens=counts[0],
+        )

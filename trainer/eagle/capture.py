@@ -1,0 +1,162 @@
+"""Capture the target's hidden states at the *input* of chosen decoder layers.
+
+EAGLE-3 fuses three target features (low/mid/high layers). We read them with forward
+pre-hooks on the decoder layers rather than ``output_hidden_states=True``: that keeps
+only the three states we need instead of one per layer, and it works unchanged inside
+any forward (a full prefill, a cached decode step, a verification pass).
+
+Convention: the state captured for layer ``i`` is what layer ``i`` receives, which is
+``hidden_states[i]`` of Hugging Face's ``output_hidden_states`` (vLLM's aux-layer ids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+from transformers import PretrainedConfig, PreTrainedModel
+
+# Every architecture keeps its decoder layers at ``model.model.layers`` and calls each
+# layer with the hidden state as the first argument; each one is tested in
+# tests/trainer/eagle/test_capture.py against ``output_hidden_states``.
+SUPPORTED_ARCHITECTURES: tuple[str, ...] = (
+    "LlamaForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "GptOssForCausalLM",
+)
+
+
+class UnsupportedArchitectureError(ValueError):
+    """The target's architecture has no tested hidden-state capture."""
+
+
+def check_supported(config: PretrainedConfig) -> str:
+    """The target's architecture name, or ``UnsupportedArchitectureError`` naming it."""
+    architectures = list(getattr(config, "architectures", None) or [])
+    if not architectures:
+        raise UnsupportedArchitectureError(
+            f"the model config declares no 'architectures' (model_type={config.model_type!r}); "
+            f"supported architectures: {', '.join(SUPPORTED_ARCHITECTURES)}"
+        )
+    architecture = str(architectures[0])
+    if architecture not in SUPPORTED_ARCHITECTURES:
+        raise UnsupportedArchitectureError(
+            f"architecture {architecture!r} is not supported for EAGLE-3 training; "
+            f"supported architectures: {', '.join(SUPPORTED_ARCHITECTURES)}"
+        )
+    return architecture
+
+
+def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
+    """The target's decoder layers, in order."""
+    base = getattr(model, "model", None)
+    layers = getattr(base, "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise UnsupportedArchitectureError(
+            f"{type(model).__name__} has no decoder layers at model.model.layers; "
+            f"supported architectures: {', '.join(SUPPORTED_ARCHITECTURES)}"
+        )
+    return layers
+
+
+def input_embedding_weight(model: PreTrainedModel) -> torch.Tensor:
+    """The target's token embedding table [V, H] (the head shares it)."""
+    embeddings = model.get_input_embeddings()
+    if not isinstance(embeddings, nn.Embedding):
+        raise UnsupportedArchitectureError(f"{type(model).__name__} has no nn.Embedding input embeddings")
+    return embeddings.weight.detach()
+
+
+def output_head(model: PreTrainedModel) -> nn.Linear:
+    """The target's lm_head."""
+    head = model.get_output_embeddings()  # type: ignore[no-untyped-call]
+    if not isinstance(head, nn.Linear):
+        raise UnsupportedArchitectureError(f"{type(model).__name__} has no linear lm_head")
+    return head
+
+
+def final_norm(model: PreTrainedModel) -> nn.Module | None:
+    """The norm applied after the last decoder layer (``model.model.norm``), if any."""
+    norm = getattr(getattr(model, "model", None), "norm", None)
+    return norm if isinstance(norm, nn.Module) else None
+
+
+def check_aux_layer_ids(aux_layer_ids: Sequence[int], num_layers: int) -> list[int]:
+    ids = [int(i) for i in aux_layer_ids]
+    bad = [i for i in ids if not 0 <= i < num_layers]
+    if bad:
+        raise ValueError(
+            f"aux layer ids {bad} are out of range for a target with {num_layers} decoder layers "
+            f"(valid: 0..{num_layers - 1}; ids name the layer whose input is captured)"
+        )
+    return ids
+
+
+class TargetFeatureCapture:
+    """Context manager: while open, each forward of ``model`` records the inputs of the
+    aux layers. ``aux_hidden_states()`` returns those of the latest forward, concatenated
+    in ``aux_layer_ids`` order: [B, T, len(aux_layer_ids) * H].
+
+    >>> with TargetFeatureCapture(model, [2, 15, 27]) as capture:
+    ...     out = model(input_ids)
+    ...     aux = capture.aux_hidden_states()
+    """
+
+    def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int], *, detach: bool = True) -> None:
+        self._layers = decoder_layers(model)
+        self.aux_layer_ids = check_aux_layer_ids(aux_layer_ids, len(self._layers))
+        # Captured states are read, never trained through: detaching keeps the target's
+        # autograd graph from being held alive by the capture.
+        self._detach = detach
+        self._states: dict[int, torch.Tensor] = {}
+        self._handles: list[RemovableHandle] = []
+
+    def _hook_for(self, layer_id: int) -> Any:
+        def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            hidden = args[0] if args else kwargs.get("hidden_states")
+            if not isinstance(hidden, torch.Tensor):
+                raise RuntimeError(f"decoder layer {layer_id} was called without a hidden_states tensor")
+            self._states[layer_id] = hidden.detach() if self._detach else hidden
+
+        return hook
+
+    def __enter__(self) -> TargetFeatureCapture:
+        if self._handles:
+            raise RuntimeError("TargetFeatureCapture is already open")
+        for layer_id in dict.fromkeys(self.aux_layer_ids):
+            layer = self._layers[layer_id]
+            self._handles.append(layer.register_forward_pre_hook(self._hook_for(layer_id), with_kwargs=True))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def clear(self) -> None:
+        """Forget captured states (they are overwritten by the next forward anyway)."""
+        self._states.clear()
+
+    def layer_hidden_state(self, layer_id: int) -> torch.Tensor:
+        """The captured input of one aux layer, [B, T, H]."""
+        if layer_id not in self._states:
+            raise RuntimeError(
+                f"no hidden state captured for layer {layer_id}: run a forward of the target "
+                "inside the capture context first"
+            )
+        return self._states[layer_id]
+
+    def aux_hidden_states(self) -> torch.Tensor:
+        """The latest forward's aux states fused along the feature axis, [B, T, k*H]."""
+        return torch.cat([self.layer_hidden_state(i) for i in self.aux_layer_ids], dim=-1)

@@ -1,0 +1,66 @@
+"""Write a trained head in the native EAGLE-3 format, and load one back for a target."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from transformers import PreTrainedModel
+
+from trainer.eagle.capture import input_embedding_weight
+from trainer.eagle.head_format import CONFIG_FILE, WEIGHTS_FILE, export_config, head_tensors
+from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.validate import read_head_tensors, validate_head
+
+
+def export_head(model: Eagle3DraftModel, out_dir: Path | str, *, dtype: torch.dtype = torch.float32) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` into ``out_dir``, replacing what was there.
+
+    Written into a sibling temporary directory first and renamed, so a reader (or a
+    crash) never sees half a head.
+    """
+    out_dir = Path(out_dir)
+    staging = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    tensors = {
+        name: tensor.to(dtype) if tensor.is_floating_point() else tensor
+        for name, tensor in head_tensors(model).items()
+    }
+    save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
+    config = export_config(model.config, dtype=dtype)
+    (staging / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(staging, out_dir)
+    return out_dir
+
+
+def load_head(head_dir: Path | str, target_model: PreTrainedModel) -> Eagle3DraftModel:
+    """A validated head ready to draft for ``target_model``, in float32 on the CPU.
+
+    Its embedding table is the target's own, as engines use it.
+    """
+    embeddings = input_embedding_weight(target_model)
+    report = validate_head(head_dir, target_model.config, target_embeddings=embeddings)
+    model = Eagle3DraftModel(report.config)
+    tensors = read_head_tensors(Path(head_dir))
+    weights = {
+        name: t.float() for name, t in tensors.items() if name not in ("d2t", "t2d") and "embed" not in name
+    }
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    # embed_tokens comes from the target below; d2t/t2d are set explicitly.
+    missing = [name for name in missing if name not in ("embed_tokens.weight", "d2t", "t2d")]
+    if missing or unexpected:
+        raise ValueError(
+            f"{head_dir}: head tensors do not match the model (missing {missing}, unexpected {unexpected})"
+        )
+    d2t = tensors.get("d2t", torch.zeros(report.config.draft_vocab_size, dtype=torch.long))
+    t2d = tensors.get("t2d", torch.ones(report.config.vocab_size, dtype=torch.bool))
+    model.set_draft_vocab(d2t.long(), t2d.bool())
+    model.load_target_embeddings(embeddings.float())
+    return model.eval()

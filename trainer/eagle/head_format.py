@@ -1,0 +1,191 @@
+"""The native EAGLE-3 head format on disk (SafeAILab / SpecForge / vLLM / SGLang).
+
+A head directory holds ``config.json`` (a one-layer Llama config with
+``architectures: ["LlamaForCausalLMEagle3"]`` plus the EAGLE fields) and
+``model.safetensors`` with ``fc``, ``midlayer.*``, ``norm``, ``lm_head``, ``d2t``, ``t2d``.
+This module converts between that format and ``Eagle3HeadConfig``; export, load and
+validation all go through it so the three never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from pydantic import ValidationError
+from torch import nn
+
+from trainer.eagle.config import AUX_LAYER_ID_CONVENTION, Eagle3HeadConfig
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+HEAD_ARCHITECTURE = "LlamaForCausalLMEagle3"
+# Tensors the head owns that engines do not load as weights of a module: the frozen
+# target embeddings (engines share the target's) and the rotary tables (recomputed).
+_NOT_EXPORTED_PREFIXES = ("embed_tokens.", "rotary_emb.")
+
+
+class InvalidHeadError(ValueError):
+    """A head directory cannot be used with the target; the message names the file, tensor or field."""
+
+
+def head_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The tensors of a head as they are saved: every trained weight plus d2t/t2d, no embeddings."""
+    return {
+        name: tensor.detach().contiguous().cpu()
+        for name, tensor in model.state_dict().items()
+        if not name.startswith(_NOT_EXPORTED_PREFIXES)
+    }
+
+
+def expected_tensor_shapes(config: Eagle3HeadConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor a native EAGLE-3 head must contain, with its shape."""
+    hidden, heads, kv_heads = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
+    attention_width = heads * config.head_dim
+    kv_width = kv_heads * config.head_dim
+    return {
+        "fc.weight": (hidden, 3 * config.target_hidden_size),
+        "midlayer.hidden_norm.weight": (hidden,),
+        "midlayer.input_layernorm.weight": (hidden,),
+        "midlayer.self_attn.q_proj.weight": (attention_width, 2 * hidden),
+        "midlayer.self_attn.k_proj.weight": (kv_width, 2 * hidden),
+        "midlayer.self_attn.v_proj.weight": (kv_width, 2 * hidden),
+        "midlayer.self_attn.o_proj.weight": (hidden, attention_width),
+        "midlayer.post_attention_layernorm.weight": (hidden,),
+        "midlayer.mlp.gate_proj.weight": (config.intermediate_size, hidden),
+        "midlayer.mlp.up_proj.weight": (config.intermediate_size, hidden),
+        "midlayer.mlp.down_proj.weight": (hidden, config.intermediate_size),
+        "norm.weight": (hidden,),
+        "lm_head.weight": (config.draft_vocab_size, hidden),
+        "d2t": (config.draft_vocab_size,),
+        "t2d": (config.vocab_size,),
+    }
+
+
+def _legacy_rope_fields(rope: dict[str, Any]) -> dict[str, Any]:
+    """``rope_theta`` / ``rope_scaling`` as engines pinned to transformers 4.x read them."""
+    theta = rope.get("rope_theta", 10000.0)
+    scaling = {key: value for key, value in rope.items() if key != "rope_theta"}
+    if scaling.get("rope_type", "default") == "default":
+        return {"rope_theta": theta, "rope_scaling": None}
+    return {"rope_theta": theta, "rope_scaling": scaling}
+
+
+def export_config(config: Eagle3HeadConfig, *, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    """The ``config.json`` of an exported head."""
+    return {
+        "architectures": [HEAD_ARCHITECTURE],
+        "model_type": "llama",
+        "num_hidden_layers": 1,
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "num_attention_heads": config.num_attention_heads,
+        "num_key_value_heads": config.num_key_value_heads,
+        "head_dim": config.head_dim,
+        "hidden_act": config.hidden_act,
+        "rms_norm_eps": config.rms_norm_eps,
+        "max_position_embeddings": config.max_position_embeddings,
+        **_legacy_rope_fields(config.rope_parameters),
+        "rope_parameters": dict(config.rope_parameters),
+        "attention_bias": False,
+        "mlp_bias": False,
+        "vocab_size": config.vocab_size,
+        "draft_vocab_size": config.draft_vocab_size,
+        "target_hidden_size": config.target_hidden_size,
+        "tie_word_embeddings": False,
+        "torch_dtype": str(dtype).removeprefix("torch."),
+        "eagle_config": {
+            "eagle_aux_hidden_state_layer_ids": list(config.aux_layer_ids),
+            "use_aux_hidden_state": True,
+            # Not read by engines; says how to read the ids above (vLLM's convention).
+            "aux_layer_id_convention": AUX_LAYER_ID_CONVENTION,
+        },
+        "eaglenest": {
+            "aux_layer_id_convention": (
+                "input_of_layer: id i is the hidden state entering target decoder layer i "
+                "(transformers' output_hidden_states[i]); vLLM reads ids this way, SGLang "
+                "reads them as outputs of layer i and adds 1"
+            ),
+            "target_architecture": config.target_architecture,
+        },
+    }
+
+
+def _required(raw: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in raw:
+        raise InvalidHeadError(f"{where}: missing field {key!r}")
+    value = raw[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InvalidHeadError(f"{where}: field {key!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _rope_from_raw(raw: dict[str, Any]) -> dict[str, Any]:
+    rope = raw.get("rope_parameters")
+    if isinstance(rope, dict):
+        return dict(rope)
+    rope = dict(raw.get("rope_scaling") or {"rope_type": "default"})
+    if "type" in rope and "rope_type" not in rope:
+        rope["rope_type"] = rope.pop("type")
+    rope["rope_theta"] = float(raw.get("rope_theta", 10000.0))
+    return rope
+
+
+def head_config_from_export(
+    raw: dict[str, Any], *, where: str, default_aux_layer_ids: list[int] | None = None
+) -> Eagle3HeadConfig:
+    """Parse a native ``config.json``; ``InvalidHeadError`` names the offending field.
+
+    Heads written by other tools may leave out ``head_dim``, ``target_hidden_size``,
+    ``draft_vocab_size`` or the aux layer ids; each has the default engines assume.
+    """
+    architectures = raw.get("architectures")
+    if architectures != [HEAD_ARCHITECTURE]:
+        raise InvalidHeadError(
+            f"{where}: field 'architectures' must be [{HEAD_ARCHITECTURE!r}] (native EAGLE-3 format), "
+            f"got {architectures!r}"
+        )
+    layers = raw.get("num_hidden_layers", 1)
+    if layers != 1:
+        raise InvalidHeadError(
+            f"{where}: field 'num_hidden_layers' must be 1 for an EAGLE-3 head, got {layers!r}"
+        )
+    hidden = _required(raw, "hidden_size", int, where)
+    heads = _required(raw, "num_attention_heads", int, where)
+    vocab = _required(raw, "vocab_size", int, where)
+    eagle = raw.get("eagle_config") or {}
+    if not isinstance(eagle, dict):
+        raise InvalidHeadError(f"{where}: field 'eagle_config' must be an object, got {eagle!r}")
+    if eagle.get("use_aux_hidden_state", True) is not True:
+        raise InvalidHeadError(f"{where}: field 'eagle_config.use_aux_hidden_state' must be true for EAGLE-3")
+    aux_ids = eagle.get("eagle_aux_hidden_state_layer_ids", default_aux_layer_ids)
+    if aux_ids is None:
+        raise InvalidHeadError(f"{where}: missing field 'eagle_config.eagle_aux_hidden_state_layer_ids'")
+    eaglenest = raw.get("eaglenest") or {}
+    try:
+        return Eagle3HeadConfig(
+            hidden_size=hidden,
+            target_hidden_size=raw.get("target_hidden_size", hidden),
+            intermediate_size=_required(raw, "intermediate_size", int, where),
+            num_attention_heads=heads,
+            num_key_value_heads=raw.get("num_key_value_heads", heads),
+            head_dim=raw.get("head_dim") or hidden // heads,
+            rms_norm_eps=_required(raw, "rms_norm_eps", float, where),
+            rope_parameters=_rope_from_raw(raw),
+            max_position_embeddings=raw.get("max_position_embeddings", 2048),
+            vocab_size=vocab,
+            draft_vocab_size=raw.get("draft_vocab_size") or vocab,
+            aux_layer_ids=aux_ids,
+            hidden_act=raw.get("hidden_act", "silu"),
+            target_architecture=eaglenest.get("target_architecture", "")
+            if isinstance(eaglenest, dict)
+            else "",
+        )
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"field {'.'.join(str(part) for part in error['loc']) or 'config'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise InvalidHeadError(f"{where}: {problems}") from exc

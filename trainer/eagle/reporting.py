@@ -1,0 +1,124 @@
+"""What a training run tells its caller: progress while it runs, a result when it ends,
+and one JSON line per step in ``metrics.jsonl``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Stage = Literal[
+    "loading_model",
+    "loading_data",
+    "regenerating",
+    "tokenizing",
+    "training",
+    "evaluating",
+    "checkpointing",
+    "exporting",
+    "done",
+]
+
+StopReason = Literal["completed", "max_steps", "time_budget", "stop_requested"]
+
+
+def acceptance_length_estimate(step_accuracy: Sequence[float]) -> float:
+    """Mean accepted length per verify step (bonus token included) if step i's draft is
+    accepted with probability ``step_accuracy[i]`` given the earlier ones were:
+    1 + a0 + a0*a1 + a0*a1*a2 + ...  (TTT feeds step i the true earlier tokens, so its
+    accuracy is the conditional acceptance of greedy verification)."""
+    total, chain = 1.0, 1.0
+    for accuracy in step_accuracy:
+        chain *= accuracy
+        total += chain
+    return total
+
+
+class TrainProgress(BaseModel):
+    """Sent to the progress callback after every step and at every stage change."""
+
+    stage: Stage
+    step: int = Field(description="Optimizer steps done (or items done in a data stage).")
+    total_steps: int = Field(
+        description="Planned steps (or items in a data stage); re-planned under a time budget."
+    )
+    loss: float | None = None
+    step_accuracy: list[float] = Field(
+        default_factory=list, description="Per draft position, this step's batch."
+    )
+    lr: float | None = None
+    tokens_per_s: float | None = None
+    eta_seconds: float | None = None
+    elapsed_seconds: float = 0.0
+
+
+class EvalMetrics(BaseModel):
+    loss: float
+    step_accuracy: list[float]
+    acceptance_length_estimate: float
+    masked_tokens: int
+
+
+class TrainResult(BaseModel):
+    out_dir: str
+    head_dir: str | None = Field(description="The exported head; None when the run was stopped.")
+    metrics_path: str
+    checkpoint_dir: str
+    best_checkpoint: str | None
+    steps: int
+    total_steps: int
+    epochs_completed: float
+    stopped: bool
+    stop_reason: StopReason
+    resumed_from_step: int | None
+    final_loss: float | None
+    final_step_accuracy: list[float]
+    final_eval: EvalMetrics | None
+    best_eval: EvalMetrics | None
+    records_read: int
+    records_skipped: int
+    conversations_used: int
+    conversations_heldout: int
+    train_samples: int
+    eval_samples: int
+    train_tokens: int
+    regeneration_mode: str
+    regeneration_seconds: float
+    regenerated_conversations: int
+    draft_vocab_size: int
+    draft_vocab_coverage: float | None
+    aux_layer_ids: list[int]
+    target_architecture: str
+    tokens_trained: int
+    train_tokens_per_s: float
+    stage_seconds: dict[str, float]
+    seconds: float
+    hyperparameters: dict[str, Any]
+    data_stats: dict[str, Any]
+
+
+class MetricsLog:
+    """Appends one JSON object per line; a resumed run drops lines past its checkpoint."""
+
+    def __init__(self, path: Path, *, keep_through_step: int | None) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if keep_through_step is None:
+            path.write_text("")
+        elif path.exists():
+            kept = [line for line in path.read_text().splitlines() if _step_of(line) <= keep_through_step]
+            path.write_text("".join(line + "\n" for line in kept))
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+def _step_of(line: str) -> int:
+    try:
+        return int(json.loads(line).get("step", 0))
+    except (ValueError, AttributeError):
+        return 0

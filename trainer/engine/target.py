@@ -1,0 +1,89 @@
+"""The target model behind one KV cache: prefill, decode, verify and roll back.
+
+Plain and speculative decoding both run the target through this class, so the baseline
+a speedup is measured against pays exactly the same per-forward cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from trainer.eagle.capture import TargetFeatureCapture
+
+
+@dataclass(frozen=True, slots=True)
+class TargetOutput:
+    logits: torch.Tensor  # [T_kept, V] for the last T_kept positions of the forward
+    aux_hidden_states: torch.Tensor | None  # [T, 3H] EAGLE-3 features of every position, if captured
+
+
+class TargetRunner:
+    """Owns the target's ``DynamicCache`` for one sequence (batch 1).
+
+    ``session()`` starts an empty cache (and, for speculative decoding, the feature
+    capture); ``forward`` appends tokens to the cache; ``rollback`` forgets the last
+    positions, e.g. rejected drafts after a verification.
+    """
+
+    def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int] | None = None) -> None:
+        self.model = model
+        self.aux_layer_ids = list(aux_layer_ids) if aux_layer_ids is not None else None
+        self._cache: DynamicCache | None = None
+        self._capture: TargetFeatureCapture | None = None
+
+    @contextmanager
+    def session(self, *, capture: bool) -> Iterator[TargetRunner]:
+        """A fresh cache for one generation; hooks for feature capture only when asked,
+        so plain decoding runs the bare model."""
+        if capture and self.aux_layer_ids is None:
+            raise ValueError("feature capture needs the aux layer ids of a draft head")
+        with ExitStack() as stack:
+            self._cache = DynamicCache(config=self.model.config)
+            if capture:
+                assert self.aux_layer_ids is not None
+                self._capture = stack.enter_context(TargetFeatureCapture(self.model, self.aux_layer_ids))
+            try:
+                yield self
+            finally:
+                self._cache = None
+                self._capture = None
+
+    @property
+    def length(self) -> int:
+        """Positions held in the cache."""
+        return self._require_cache().get_seq_length()
+
+    def forward(self, input_ids: torch.Tensor, *, logits_to_keep: int) -> TargetOutput:
+        """Run ``input_ids`` [1, T] after the cached positions; logits of the last ``logits_to_keep``."""
+        outputs = self.model(
+            input_ids=input_ids,
+            past_key_values=self._require_cache(),
+            use_cache=True,
+            logits_to_keep=logits_to_keep,
+        )
+        aux = self._capture.aux_hidden_states()[0] if self._capture is not None else None
+        return TargetOutput(logits=outputs.logits[0], aux_hidden_states=aux)
+
+    def enable_rollback(self) -> None:
+        """Let sliding-window layers keep what a later ``rollback`` may need.
+
+        Called after the prefill so that a long prompt is not held in full by layers
+        that would otherwise drop everything outside their window.
+        """
+        self._require_cache().activate_past_recording()  # type: ignore[no-untyped-call]
+
+    def rollback(self, num_tokens: int) -> None:
+        """Forget the last ``num_tokens`` positions; with 0, only trims sliding windows."""
+        if num_tokens < 0:
+            raise ValueError(f"cannot roll back a negative number of tokens ({num_tokens})")
+        self._require_cache().crop(-num_tokens)
+
+    def _require_cache(self) -> DynamicCache:
+        if self._cache is None:
+            raise RuntimeError("TargetRunner used outside session()")
+        return self._cache

@@ -1,0 +1,90 @@
+"""Local copies of S3 snapshots (models, heads, data), keyed by their objects' ETags.
+
+A snapshot is downloaded into a private temporary directory and renamed into place, so
+a reader never sees half a model and two workers filling the same entry at once both
+end up using one complete copy (the loser of the rename discards its own). Later jobs on
+the same objects find the directory and download nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from db.settings import Settings
+from worker.s3_snapshot import S3Snapshot
+from worker.s3_store import S3Store
+
+logger = logging.getLogger(__name__)
+
+# A dot-file, so data loaders (which skip hidden files) never read it as training data.
+SNAPSHOT_FILE = ".eaglenest-snapshot.json"
+
+DownloadProgress = Callable[[int, int], None]  # (bytes done, bytes total)
+
+
+def cache_root(settings: Settings) -> Path:
+    return (settings.cache_dir or settings.state_dir / "cache").resolve()
+
+
+class ArtifactCache:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path_for(self, kind: str, snapshot: S3Snapshot) -> Path:
+        return self.root / kind / snapshot.digest
+
+    def fetch(
+        self,
+        store: S3Store,
+        snapshot: S3Snapshot,
+        *,
+        kind: str,
+        progress: DownloadProgress | None = None,
+    ) -> Path:
+        """The snapshot's local directory, downloading it unless the cache already holds it."""
+        final = self.path_for(kind, snapshot)
+        if final.is_dir():
+            logger.info("cache hit for %s: %s", snapshot.source, final)
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        partial = final.parent / f".{final.name}.{uuid.uuid4().hex[:8]}.partial"
+        try:
+            self._download(store, snapshot, partial, progress)
+            try:
+                os.rename(partial, final)
+            except OSError:
+                if not final.is_dir():
+                    raise
+                logger.info("another worker cached %s first; using its copy", snapshot.source)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+        return final
+
+    def _download(
+        self, store: S3Store, snapshot: S3Snapshot, directory: Path, progress: DownloadProgress | None
+    ) -> None:
+        total = snapshot.total_bytes
+        done = 0
+
+        def advance(chunk: int) -> None:
+            nonlocal done
+            done += chunk
+            if progress is not None:
+                progress(done, total)
+
+        for entry in snapshot.entries:
+            path = directory / entry.path
+            store.download(entry.object.location, path, progress=advance)
+            # The object's own time, not the download's: a file's (size, mtime) is part of the
+            # trainer's data fingerprint, which must not change between two copies of one object.
+            stamp = entry.object.last_modified.timestamp()
+            os.utime(path, (stamp, stamp))
+        (directory / SNAPSHOT_FILE).write_text(
+            json.dumps(snapshot.to_lineage(), indent=2) + "\n", encoding="utf-8"
+        )

@@ -1,0 +1,86 @@
+"""What the stages hand each other during one run of a job's pipeline.
+
+Rebuilt from scratch on every delivery of the job: each stage finds its inputs on S3 or
+in the local cache (cheap when already there), which is what makes a redelivered job
+safe to run again from the first stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from worker.s3 import S3Location
+from worker.s3_snapshot import S3Snapshot
+from worker.s3_store import S3Object
+
+DataSourceKind = Literal["S3Prefix", "ManifestFile", "BuiltIn"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class BaseModelInput:
+    location: S3Location
+    snapshot: S3Snapshot
+    config: dict[str, Any]
+    architecture: str
+    local_dir: Path | None = None  # set by 'prepare'
+
+
+@dataclass
+class HeadInput:
+    """An existing EAGLE head from the ``eagle_model`` channel, already validated for the target."""
+
+    location: S3Location
+    snapshot: S3Snapshot
+    local_dir: Path
+    summary: dict[str, Any]
+
+
+@dataclass
+class TrainingDataInput:
+    kind: DataSourceKind
+    uri: str
+    snapshot: S3Snapshot
+    local_dir: Path
+    files: list[Path]
+    # SageMaker manifest file or built-in catalog the objects were listed from.
+    listing: S3Object | None = None
+    datasets: list[str] = field(default_factory=list)  # built-in dataset names
+    summary: dict[str, Any] = field(default_factory=dict)  # records read/skipped per file
+
+
+@dataclass
+class TrainOutput:
+    result: dict[str, Any]  # trainer's TrainResult, as JSON
+    run_dir: Path
+    head_dir: Path
+    metrics_path: Path
+    heldout_path: Path
+
+
+@dataclass
+class BenchmarkOutput:
+    report: dict[str, Any]
+    json_path: Path
+    csv_path: Path
+
+
+@dataclass
+class JobArtifacts:
+    model: BaseModelInput | None = None
+    base_head: HeadInput | None = None
+    data: TrainingDataInput | None = None
+    train: TrainOutput | None = None
+    benchmark: BenchmarkOutput | None = None
+    # lineage.json at the output location naming this job: it was published by an earlier run.
+    published_lineage: dict[str, Any] | None = None
+
+
+def required(value: T | None, what: str) -> T:
+    """A stage's input from an earlier stage; missing means the stage list is in the wrong order."""
+    if value is None:
+        raise RuntimeError(f"{what} is not available: the stage that provides it has not run")
+    return value

@@ -1,0 +1,123 @@
+"""lineage.json: where a published head came from and what exactly was published.
+
+It is written after every other output file is in place and lists each of them with its
+sha256, so it doubles as the commit marker of the output location: no lineage.json (or
+one naming another job) means the location holds no complete result of this job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from worker.artifacts import JobArtifacts, required
+from worker.code_version import code_version
+from worker.job_snapshot import JobSnapshot
+from worker.output_model import OutputModel
+
+LINEAGE_VERSION = 1
+COMMIT_RULE = (
+    "lineage.json is written last, after every file listed in 'outputs'; treat the output location "
+    "as complete only when lineage.json exists and its job.arn is the job you expect"
+)
+# TrainResult fields worth keeping: what the run did, not where its local files were.
+TRAINING_FIELDS = (
+    "steps",
+    "total_steps",
+    "epochs_completed",
+    "stop_reason",
+    "resumed_from_step",
+    "final_loss",
+    "final_step_accuracy",
+    "final_eval",
+    "best_eval",
+    "records_read",
+    "records_skipped",
+    "conversations_used",
+    "conversations_heldout",
+    "train_samples",
+    "eval_samples",
+    "train_tokens",
+    "regeneration_mode",
+    "regenerated_conversations",
+    "draft_vocab_size",
+    "draft_vocab_coverage",
+    "aux_layer_ids",
+    "target_architecture",
+    "tokens_trained",
+    "train_tokens_per_s",
+    "seconds",
+)
+
+
+@dataclass(frozen=True)
+class PublishedFile:
+    path: str  # relative to S3OutputLocation
+    uri: str
+    sha256: str
+    size: int
+
+
+def build_lineage(
+    job: JobSnapshot,
+    artifacts: JobArtifacts,
+    *,
+    outputs: list[PublishedFile],
+    output_model: OutputModel | None,
+) -> dict[str, Any]:
+    model = required(artifacts.model, "the base model")
+    data = required(artifacts.data, "the training data")
+    train = required(artifacts.train, "the training result")
+    benchmark = required(artifacts.benchmark, "the benchmark report")
+    head = artifacts.base_head
+    return {
+        "lineage_version": LINEAGE_VERSION,
+        "committed_at": datetime.now(UTC).isoformat(),
+        "commit_rule": COMMIT_RULE,
+        "job": {
+            "arn": job.arn,
+            "name": job.name,
+            "region": job.region,
+            "created_at": job.created_at.isoformat(),
+            "started_at": None if job.started_at is None else job.started_at.isoformat(),
+        },
+        "source_model": {**model.snapshot.to_lineage(), "architecture": model.architecture},
+        "base_head": None if head is None else {**head.snapshot.to_lineage(), "validation": head.summary},
+        "training_data": {
+            "source": data.kind,
+            **data.snapshot.to_lineage(),
+            "listed_by": None
+            if data.listing is None
+            else {"uri": data.listing.uri, "etag": data.listing.etag, "size": data.listing.size},
+            "builtin_datasets": data.datasets,
+            "records": data.summary,
+        },
+        "optimization_environment": job.optimization_environment or {},
+        "hyperparameters": _hyperparameters(train.result.get("hyperparameters", {}), artifacts),
+        "training": {name: train.result.get(name) for name in TRAINING_FIELDS},
+        "benchmark": {
+            key: benchmark.report.get(key)
+            for key in ("engine", "concurrency_levels", "num_speculative_tokens", "max_new_tokens", "prompts")
+        }
+        | {"prompt_source": benchmark.report.get("prompt_source")},
+        "code_version": code_version(),
+        "output_model": None
+        if output_model is None
+        else {"name": output_model.name, "arn": output_model.arn},
+        "outputs": [
+            {"path": item.path, "uri": item.uri, "sha256": item.sha256, "size": item.size} for item in outputs
+        ],
+    }
+
+
+def _hyperparameters(raw: dict[str, Any], artifacts: JobArtifacts) -> dict[str, Any]:
+    """The trainer's config with local cache paths replaced by the S3 URIs they were copied from."""
+    values = {key: value for key, value in raw.items() if key != "out_dir"}
+    if artifacts.model is not None:
+        values["model_dir"] = artifacts.model.location.uri
+    if artifacts.data is not None:
+        values["data_paths"] = [entry.object.uri for entry in artifacts.data.snapshot.entries]
+    if values.get("init_head_dir") is not None and artifacts.base_head is not None:
+        values["init_head_dir"] = artifacts.base_head.location.uri
+    return values

@@ -1,0 +1,85 @@
+"""OutputConfig.SageMakerModel: the deployable model a finished job registers.
+
+It is the source model's PrimaryContainer with the new head as its ``eagle_model`` channel,
+created through the api's own CreateModel service (same checks, same rows, same ARN),
+on behalf of the job's account.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from api.auth.principal import Principal
+from api.errors import AwsError
+from api.services.sagemaker_models import create_model
+from api.shapes.sagemaker_models import CreateModelInput
+from db.sagemaker_models import get_sagemaker_model_by_name
+from worker.errors import JobFailedError
+from worker.job_snapshot import JobSnapshot
+from worker.model_source import EAGLE_MODEL_CHANNEL
+from worker.s3 import S3Location
+
+
+@dataclass(frozen=True)
+class OutputModel:
+    name: str
+    arn: str
+
+
+def s3_prefix_source(uri: str) -> dict[str, Any]:
+    return {"S3DataSource": {"S3Uri": uri, "S3DataType": "S3Prefix", "CompressionType": "None"}}
+
+
+def output_model_request(
+    job: JobSnapshot, *, name: str, base_model: S3Location, head_uri: str, image: str
+) -> dict[str, Any]:
+    """CreateModel's body: the source container (or one for the S3 model) plus the new head."""
+    if job.source_model_container is not None:
+        container = dict(job.source_model_container)
+    else:
+        container = {"Image": image, "ModelDataSource": s3_prefix_source(base_model.uri)}
+    channels = [
+        source
+        for source in container.get("AdditionalModelDataSources") or []
+        if source.get("ChannelName") != EAGLE_MODEL_CHANNEL
+    ]
+    container["AdditionalModelDataSources"] = [
+        *channels,
+        {"ChannelName": EAGLE_MODEL_CHANNEL, **s3_prefix_source(head_uri)},
+    ]
+    return {"ModelName": name, "PrimaryContainer": container, "ExecutionRoleArn": job.role_arn}
+
+
+def create_output_model(session: Session, job: JobSnapshot, request: dict[str, Any]) -> OutputModel:
+    """Create the model, or accept one this job already created (a redelivered publish)."""
+    name = str(request["ModelName"])
+    existing = get_sagemaker_model_by_name(session, account_id=job.account_id, name=name)
+    if existing is not None:
+        if existing.primary_container == request["PrimaryContainer"]:
+            return OutputModel(name=existing.name, arn=existing.arn)
+        raise JobFailedError(
+            f"OutputConfig.SageMakerModel: a model named {name!r} already exists ({existing.arn}) "
+            "and does not point at this job's head; choose another ModelName"
+        )
+    # No request was signed here: the worker acts for the job's account and region.
+    principal = Principal(
+        account_id=job.account_id, aws_account_id=job.aws_account_id, access_key_id="", region=job.region
+    )
+    try:
+        model = create_model(session, principal=principal, request=CreateModelInput.model_validate(request))
+    except AwsError as error:
+        raise JobFailedError(
+            f"OutputConfig.SageMakerModel {name!r} could not be created: {error.message}"
+        ) from error
+    except ValidationError as error:
+        reason = "; ".join(
+            str(detail.get("ctx", {}).get("aws_message", detail["msg"])) for detail in error.errors()
+        )
+        raise JobFailedError(
+            f"OutputConfig.SageMakerModel {name!r} could not be created: {reason}"
+        ) from error
+    return OutputModel(name=model.name, arn=model.arn)

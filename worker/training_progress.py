@@ -1,0 +1,78 @@
+"""The trainer's progress callback: job progress in the database and checkpoints on S3.
+
+The trainer calls back after every optimizer step; the job row is written at most every
+``interval_seconds`` (and at every change of the trainer's stage), so a fast loop does not
+turn into a stream of database writes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from trainer.eagle.reporting import TrainProgress
+from worker.context import JobContext
+
+DEFAULT_INTERVAL_SECONDS = 2.0
+
+
+class TrainingProgress:
+    def __init__(
+        self,
+        ctx: JobContext,
+        *,
+        budget_seconds: float | None,
+        on_step: Callable[[], object] | None = None,
+        interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
+    ) -> None:
+        self.ctx = ctx
+        self.budget_seconds = budget_seconds
+        self.on_step = on_step
+        self.interval_seconds = interval_seconds
+        self._last_stage: str | None = None
+        self._last_report = 0.0
+        self.last: TrainProgress | None = None
+
+    def __call__(self, progress: TrainProgress) -> None:
+        self.last = progress
+        if self.on_step is not None:
+            self.on_step()
+        now = time.monotonic()
+        if progress.stage == self._last_stage and now - self._last_report < self.interval_seconds:
+            return
+        self._last_stage, self._last_report = progress.stage, now
+        self.ctx.report(describe(progress), fraction=self.fraction(progress), eta_seconds=self.eta(progress))
+
+    def fraction(self, progress: TrainProgress) -> float | None:
+        if progress.stage == "done":
+            return 1.0
+        if self.budget_seconds:
+            return min(0.99, progress.elapsed_seconds / self.budget_seconds)
+        if progress.stage == "training" and progress.total_steps:
+            return min(0.99, progress.step / progress.total_steps)
+        return None
+
+    def eta(self, progress: TrainProgress) -> float | None:
+        if progress.eta_seconds is not None:
+            return max(0.0, progress.eta_seconds)
+        if self.budget_seconds:
+            return max(0.0, self.budget_seconds - progress.elapsed_seconds)
+        return None
+
+
+def describe(progress: TrainProgress) -> str:
+    stage = progress.stage.replace("_", " ")
+    if progress.stage == "training":
+        text = f"training: step {progress.step}/{progress.total_steps}"
+        if progress.loss is not None:
+            text += f", loss {progress.loss:.4f}"
+        if progress.step_accuracy:
+            text += f", first-draft accuracy {progress.step_accuracy[0]:.2f}"
+        if progress.tokens_per_s:
+            text += f", {progress.tokens_per_s:.0f} tokens/s"
+        return text
+    if progress.stage in ("evaluating", "checkpointing", "exporting"):
+        return f"{stage} at step {progress.step}/{progress.total_steps}"
+    if progress.total_steps:
+        return f"{stage}: {progress.step}/{progress.total_steps}"
+    return stage
