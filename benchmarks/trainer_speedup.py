@@ -200,7 +200,11 @@ def main() -> int:
         for prompt, expected in zip(hf_prompts, hf_outputs or [], strict=True)
     )
 
-    reports = compare(decoder, prompts, ks=args.ks, max_new_tokens=args.max_new_tokens)
+    def progress(done: int, reports: list[SpeedupReport]) -> None:
+        speedups = " ".join(f"K={r.k}: tau {r.tau:.2f} {r.speedup:.2f}x" for r in reports)
+        print(f"[{done}/{len(prompts)}] {speedups}", file=sys.stderr, flush=True)
+
+    reports = compare(decoder, prompts, ks=args.ks, max_new_tokens=args.max_new_tokens, on_prompt=progress)
     ceilings = (
         ceiling(target, head, prompts[: args.ceiling_prompts], args.ks, args.max_new_tokens)
         if args.ceiling_prompts > 0

@@ -21,6 +21,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.config import TrainConfig
+from trainer.data.files import expand_data_paths
 from trainer.data.formats.sharegpt import to_record
 from trainer.data.loader import load_conversations
 from trainer.data.regenerate import regenerate_conversations, sampling_mode
@@ -32,6 +33,7 @@ from trainer.data.tokenize import (
     render_chat,
     tokenize_conversations,
 )
+from trainer.eagle.continuation import context_of, continue_conversations
 from trainer.eagle.reporting import Stage
 
 PREPARED_DIR = "prepared"
@@ -72,25 +74,37 @@ class PreparedData:
     stopped: bool = False  # should_stop() fired during preparation
 
 
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def data_fingerprint(config: TrainConfig) -> str:
-    """What decides the samples; a resumed run must match it to reuse prepared/."""
-    files = []
-    for path in sorted(config.data_paths):
-        stat = path.stat() if path.exists() else None
-        files.append([str(path), stat.st_size if stat else None, stat.st_mtime_ns if stat else None])
+    """What decides the samples; a resumed run must match it to reuse prepared/.
+
+    Contents, not paths or times: a worker that downloads the same inputs into a new
+    directory for a retried job still resumes.
+    """
+    files = [_file_digest(path) for path in expand_data_paths(config.data_paths)]
+    model_config = config.model_dir / "config.json"
+    model = _file_digest(model_config) if model_config.is_file() else None
     keys = [
         "max_length",
         "max_conversations",
         "holdout_fraction",
         "eval_fraction",
         "regenerate",
+        "regenerate_turns",
         "regenerate_temperature",
         "regenerate_top_p",
         "regenerate_max_new_tokens",
         "regenerate_max_turns",
         "seed",
     ]
-    payload = {"model_dir": str(config.model_dir), "files": files, **{k: getattr(config, k) for k in keys}}
+    payload = {"model": model, "files": files, **{k: getattr(config, k) for k in keys}}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -190,6 +204,35 @@ def _offset_report(report: ReportFn, offset: int, total: int) -> Callable[[int, 
     return lambda done, _chunk_total: report("regenerating", offset + done, total)
 
 
+def _continue_last_turns(  # noqa: PLR0917 - private helper of _regenerate
+    config: TrainConfig,
+    generator: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    conversations: Sequence[Conversation],
+    chunk_number: int,
+    progress: Callable[[int, int], None],
+    should_stop: Callable[[], bool],
+) -> tuple[list[Conversation], int, bool]:
+    """One chunk through ``continue_conversations``, shortest prompts first (little padding)."""
+    room = max(config.max_length - config.regenerate_max_new_tokens, config.max_length // 2)
+    contexts = [context_of(c, tokenizer, max_prompt_tokens=room) for c in conversations]
+    ordered = sorted((c for c in contexts if c is not None), key=lambda c: len(c.prompt_ids))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed + chunk_number)
+        result = continue_conversations(
+            generator,
+            tokenizer,
+            ordered,
+            max_new_tokens=config.regenerate_max_new_tokens,
+            batch_size=config.regenerate_batch_size,
+            temperature=config.regenerate_temperature,
+            top_p=config.regenerate_top_p,
+            should_stop=should_stop,
+            progress=lambda done: progress(done, len(ordered)),
+        )
+    return result.conversations, result.generated_tokens, result.stopped
+
+
 def _regenerate(  # noqa: PLR0917 - private, called once with everything it needs
     config: TrainConfig,
     target: PreTrainedModel,
@@ -218,21 +261,29 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
         if stop_regenerating():
             stats.regeneration_stopped = True
             break
-        result = regenerate_conversations(
-            generator,
-            tokenizer,
-            regeneration_order(config, tokenizer, conversations[start : start + chunk]),
-            temperature=config.regenerate_temperature,
-            top_p=config.regenerate_top_p,
-            max_new_tokens=config.regenerate_max_new_tokens,
-            batch_size=config.regenerate_batch_size,
-            seed=config.seed + number,
-            progress=_offset_report(report, start, len(conversations)),
-            should_stop=stop_regenerating,
-        )
-        regenerated.extend(result.conversations)
-        stats.regenerated_tokens += result.generated_tokens
-        stats.regeneration_stopped = result.stopped
+        part = conversations[start : start + chunk]
+        progress = _offset_report(report, start, len(conversations))
+        if config.regenerate_turns == "last":
+            done, tokens, stopped = _continue_last_turns(
+                config, generator, tokenizer, part, number, progress, stop_regenerating
+            )
+        else:
+            result = regenerate_conversations(
+                generator,
+                tokenizer,
+                regeneration_order(config, tokenizer, part),
+                temperature=config.regenerate_temperature,
+                top_p=config.regenerate_top_p,
+                max_new_tokens=config.regenerate_max_new_tokens,
+                batch_size=config.regenerate_batch_size,
+                seed=config.seed + number,
+                progress=progress,
+                should_stop=stop_regenerating,
+            )
+            done, tokens, stopped = result.conversations, result.generated_tokens, result.stopped
+        regenerated.extend(done)
+        stats.regenerated_tokens += tokens
+        stats.regeneration_stopped = stopped
     stats.regeneration_seconds = time.monotonic() - started
     stats.regenerated_conversations = len(regenerated)
     return regenerated

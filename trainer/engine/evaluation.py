@@ -8,7 +8,7 @@ warm-up and is never counted.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,8 +204,10 @@ def compare(
     *,
     ks: Sequence[int],
     max_new_tokens: int,
+    on_prompt: Callable[[int, list[SpeedupReport]], None] | None = None,
 ) -> list[SpeedupReport]:
-    """Greedy plain decoding and greedy speculative decoding for every K, prompt by prompt."""
+    """Greedy plain decoding and greedy speculative decoding for every K, prompt by prompt;
+    ``on_prompt(done, reports)`` is called after each prompt (progress reporting)."""
     if not prompts:
         raise ValueError("no prompts to evaluate")
     reports = [SpeedupReport(k=k, max_new_tokens=max_new_tokens) for k in ks]
@@ -214,7 +216,7 @@ def compare(
     decoder.generate_plain(warmup, max_new_tokens=min(8, max_new_tokens))
     for k in ks:
         decoder.generate(warmup, max_new_tokens=min(8, max_new_tokens), num_speculative_tokens=k)
-    for prompt in prompts:
+    for done, prompt in enumerate(prompts, start=1):
         plain = decoder.generate_plain(list(prompt), max_new_tokens=max_new_tokens)
         for report in reports:
             report.add(
@@ -223,6 +225,8 @@ def compare(
                     list(prompt), max_new_tokens=max_new_tokens, num_speculative_tokens=report.k
                 ),
             )
+        if on_prompt is not None:
+            on_prompt(done, reports)
     return reports
 
 

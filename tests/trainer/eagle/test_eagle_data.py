@@ -116,12 +116,16 @@ def test_the_smollm2_template_is_measured_with_its_system_prompt(smollm2_dir: Pa
     assert len(regeneration_order(config, tokenizer, [conversation("hi")])) == 1
 
 
-def test_regeneration_runs_in_chunks_and_stops_between_them(chat_data: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("turns", ["last", "all"])
+def test_regeneration_runs_in_chunks_and_stops_between_them(
+    chat_data: Path, tmp_path: Path, turns: str
+) -> None:
     target = build_tiny_target("LlamaForCausalLM", vocab_size=259)
     config = make_config(
         chat_data,
         tmp_path / "run",
         regenerate=True,
+        regenerate_turns=turns,
         regenerate_batch_size=1,  # chunks of 8 conversations
         regenerate_max_new_tokens=4,
         max_conversations=12,
@@ -157,3 +161,17 @@ def test_regeneration_runs_in_chunks_and_stops_between_them(chat_data: Path, tmp
     assert late.stats.regenerated_conversations == 0
     assert late.stats.regeneration_stopped
     assert late.train == []
+
+
+def test_fingerprint_follows_contents_not_paths(chat_data: Path, tmp_path: Path) -> None:
+    """A retried job that downloads the same inputs elsewhere still resumes."""
+    copy = tmp_path / "elsewhere" / "chat.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(chat_data.read_bytes())
+    assert data_fingerprint(make_config(chat_data, tmp_path / "a")) == data_fingerprint(
+        make_config(copy, tmp_path / "b")
+    )
+    copy.write_text(chat_data.read_text() + chat_data.read_text().splitlines()[0] + "\n")
+    assert data_fingerprint(make_config(chat_data, tmp_path / "a")) != data_fingerprint(
+        make_config(copy, tmp_path / "b")
+    )

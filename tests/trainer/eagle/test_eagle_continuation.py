@@ -1,0 +1,101 @@
+"""The target writes the final reply of each conversation; the earlier turns stay as given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from transformers import PreTrainedTokenizerFast
+
+from trainer.data.schema import Conversation, Message
+from trainer.eagle.continuation import context_of, continue_conversations
+from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> PreTrainedTokenizerFast:
+    return build_tiny_tokenizer()
+
+
+def chat(*turns: tuple[str, str]) -> Conversation:
+    return Conversation(messages=[Message(role, text) for role, text in turns], source="test:1")  # type: ignore[arg-type]
+
+
+def test_context_ends_before_the_last_reply(tokenizer: PreTrainedTokenizerFast) -> None:
+    conversation = chat(("user", "q1"), ("assistant", "a1"), ("user", "q2"), ("assistant", "a2"))
+    context = context_of(conversation, tokenizer, max_prompt_tokens=1000)
+    assert context is not None
+    assert [m.content for m in context.messages] == ["q1", "a1", "q2"]
+    rendered = tokenizer.decode(context.prompt_ids)
+    assert rendered.endswith("<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n")
+    # No reply recorded: the whole conversation is the context.
+    assert context_of(chat(("user", "only")), tokenizer, max_prompt_tokens=1000) is not None
+
+
+def test_long_context_loses_its_oldest_exchanges_but_keeps_the_system_prompt(
+    tokenizer: PreTrainedTokenizerFast,
+) -> None:
+    conversation = chat(
+        ("system", "be brief"),
+        ("user", "x" * 60),
+        ("assistant", "y" * 60),
+        ("user", "last question"),
+        ("assistant", "old answer"),
+    )
+    context = context_of(conversation, tokenizer, max_prompt_tokens=80)
+    assert context is not None
+    assert [m.role for m in context.messages] == ["system", "user"]
+    assert context.messages[-1].content == "last question"
+    assert len(context.prompt_ids) <= 80
+    assert context_of(conversation, tokenizer, max_prompt_tokens=10) is None
+
+
+def test_contexts_that_do_not_end_with_a_user_turn_are_skipped(tokenizer: PreTrainedTokenizerFast) -> None:
+    assert context_of(chat(("assistant", "hello")), tokenizer, max_prompt_tokens=100) is None
+    assert context_of(chat(("system", "s"), ("assistant", "hi")), tokenizer, max_prompt_tokens=100) is None
+
+
+def test_replies_are_the_targets_greedy_continuations(
+    tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    target = build_tiny_target("Qwen2ForCausalLM", vocab_size=len(tokenizer))
+    conversations = [
+        chat(("user", "first question"), ("assistant", "human answer")),
+        chat(("user", "hi"), ("assistant", "hello"), ("user", "second question here")),
+        chat(("user", "q"), ("assistant", "a"), ("user", "third"), ("assistant", "replaced")),
+    ]
+    contexts = [context_of(c, tokenizer, max_prompt_tokens=200) for c in conversations]
+    assert all(c is not None for c in contexts)
+    done: list[int] = []
+    result = continue_conversations(
+        target, tokenizer, [c for c in contexts if c], max_new_tokens=6, batch_size=2, progress=done.append
+    )
+    assert done == [2, 3]
+    assert len(result.conversations) == 3
+    assert not result.stopped
+    assert [m.content for m in result.conversations[2].messages[:3]] == ["q", "a", "third"]
+    replies = [c.messages[-1] for c in result.conversations]
+    assert all(m.role == "assistant" for m in replies)
+    # Greedy and batched like single prompts: the same reply as generating alone.
+    alone = continue_conversations(target, tokenizer, [contexts[1]], max_new_tokens=6, batch_size=1)  # type: ignore[list-item]
+    assert alone.conversations[0].messages[-1] == replies[1]
+    assert result.generated_tokens >= 3
+
+
+def test_should_stop_ends_between_batches(tokenizer: PreTrainedTokenizerFast) -> None:
+    target = build_tiny_target("LlamaForCausalLM", vocab_size=len(tokenizer))
+    contexts = [
+        context_of(chat(("user", f"question {i}")), tokenizer, max_prompt_tokens=200) for i in range(5)
+    ]
+    calls: list[int] = []
+    result = continue_conversations(
+        target,
+        tokenizer,
+        [c for c in contexts if c],
+        max_new_tokens=3,
+        batch_size=2,
+        should_stop=lambda: len(calls) >= 1,
+        progress=calls.append,
+    )
+    assert result.stopped
+    assert len(result.conversations) == 2

@@ -1,0 +1,175 @@
+"""Self-distillation of final answers: the target writes the last reply of each conversation.
+
+A benchmark (and a deployment) hands the target a conversation and lets it reply; the
+draft head must predict that reply. So the samples that match it best keep the given
+turns as context and replace only the final answer with the target's own. That is one
+generation per conversation however long it is, where regenerating every turn
+(``trainer.data.regenerate``) costs one per assistant turn and changes the context.
+
+A context too long for ``max_prompt_tokens`` loses its earliest exchanges (never the
+system prompt or the last user turn), as a serving stack truncating history would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from trainer.data.schema import Conversation, Message
+from trainer.data.tokenize import ChatTemplateError, render_chat
+
+
+@dataclass
+class Context:
+    """The turns the target answers, rendered and tokenised once."""
+
+    source: str
+    messages: list[Message]
+    prompt_ids: list[int]
+
+
+@dataclass
+class ContinuationResult:
+    conversations: list[Conversation]  # context + the target's reply, in input order
+    generated_tokens: int
+    stopped: bool  # should_stop() ended the run early
+    cut_at_max_new_tokens: int
+
+
+def _prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: list[Message]) -> list[int] | None:
+    try:
+        text = render_chat(
+            tokenizer, [{"role": m.role, "content": m.content} for m in messages], add_generation_prompt=True
+        )
+    except ChatTemplateError:
+        return None
+    return list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+
+def context_of(
+    conversation: Conversation, tokenizer: PreTrainedTokenizerBase, *, max_prompt_tokens: int
+) -> Context | None:
+    """The turns before the last assistant reply (all turns if there is none), shortened from
+    the front to fit; None when no user turn ends it or even the last exchange does not fit."""
+    messages = list(conversation.messages)
+    last_reply = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=len(messages))
+    messages = messages[:last_reply]
+    if not messages or messages[-1].role != "user":
+        return None
+    system = [m for m in messages[:1] if m.role == "system"]
+    turns = messages[len(system) :]
+    while turns:
+        ids = _prompt_ids(tokenizer, system + turns)
+        if ids is None:
+            return None
+        if len(ids) <= max_prompt_tokens:
+            return Context(source=conversation.source, messages=system + turns, prompt_ids=ids)
+        # Drop the oldest turn, and then up to the next user turn so the context starts with one.
+        turns = turns[1:]
+        while turns and turns[0].role != "user":
+            turns = turns[1:]
+    return None
+
+
+def _stop_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    configured: Any = getattr(model.generation_config, "eos_token_id", None)
+    ids = [configured] if isinstance(configured, int) else list(configured or [])
+    if not ids and tokenizer.eos_token_id is not None:
+        ids = [int(tokenizer.eos_token_id)]
+    if not ids:
+        raise ValueError("neither the model's generation config nor the tokenizer names an end-of-turn token")
+    return [int(i) for i in ids]
+
+
+@torch.inference_mode()
+def _generate(
+    model: PreTrainedModel,
+    prompts: list[list[int]],
+    *,
+    stop_ids: list[int],
+    pad_id: int,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+) -> list[tuple[list[int], bool]]:
+    """(reply tokens without the stop token, cut at max_new_tokens) per prompt."""
+    width = max(len(ids) for ids in prompts)
+    # Left padding keeps every prompt's last token in the final column, where generation continues.
+    input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in prompts], dtype=torch.long)
+    attention_mask = torch.tensor(
+        [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], dtype=torch.long
+    )
+    sampling: dict[str, Any] = (
+        {"do_sample": True, "temperature": temperature, "top_p": top_p}
+        if temperature > 0
+        else {"do_sample": False}
+    )
+    generate: Any = model.generate  # mixed into every causal LM class, not declared on PreTrainedModel
+    output = generate(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=stop_ids,
+        pad_token_id=pad_id,
+        **sampling,
+    )
+    replies: list[tuple[list[int], bool]] = []
+    for row in output[:, width:].tolist():
+        stop_at = next((i for i, token in enumerate(row) if token in stop_ids), None)
+        replies.append((row if stop_at is None else row[:stop_at], stop_at is None))
+    return replies
+
+
+def continue_conversations(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    contexts: Sequence[Context],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: Callable[[int], None] = lambda done: None,
+) -> ContinuationResult:
+    """Append the target's reply to each context, ``batch_size`` at a time, in the given order.
+
+    ``should_stop`` is checked before every batch; the replies done so far are returned.
+    """
+    stop_ids = _stop_ids(model, tokenizer)
+    pad_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else stop_ids[0]
+    result = ContinuationResult(conversations=[], generated_tokens=0, stopped=False, cut_at_max_new_tokens=0)
+    was_training = model.training
+    model.train(False)
+    try:
+        for start in range(0, len(contexts), batch_size):
+            if should_stop():
+                result.stopped = True
+                break
+            batch = contexts[start : start + batch_size]
+            replies = _generate(
+                model,
+                [c.prompt_ids for c in batch],
+                stop_ids=stop_ids,
+                pad_id=pad_id,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_p=top_p,
+            )
+            for context, (tokens, cut) in zip(batch, replies, strict=True):
+                # Not stripped: leading whitespace the target emits is part of what the head predicts.
+                text = str(tokenizer.decode(tokens, skip_special_tokens=True))
+                reply = Message(role="assistant", content=text)
+                result.conversations.append(
+                    Conversation(messages=[*context.messages, reply], source=context.source)
+                )
+                result.generated_tokens += len(tokens) + (0 if cut else 1)
+                result.cut_at_max_new_tokens += int(cut)
+            progress(len(result.conversations))
+    finally:
+        model.train(was_training)
+    return result
