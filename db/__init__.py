@@ -11,6 +11,7 @@ from db.optimization_job import OptimizationJob
 from db.optimization_job_status import OptimizationJobStatus
 from db.resource_tag import ResourceTag
 from db.sagemaker_model import SageMakerModel
+from db.training_point import TrainingPoint
 
 __all__ = [
     "AccessKey",
@@ -21,4 +22,5 @@ __all__ = [
     "OptimizationJobStatus",
     "ResourceTag",
     "SageMakerModel",
+    "TrainingPoint",
 ]

@@ -11,7 +11,7 @@ worker, and the next delivery of the job, or the reaper, takes it over.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,6 +30,7 @@ from db.optimization_jobs import (
     transition_optimization_job,
 )
 from db.session import session_scope
+from db.training_points import NewTrainingPoint, add_training_points
 from db.types import utc_now
 from worker.job_snapshot import JobSnapshot
 from worker.outcome import Outcome, final_transition
@@ -220,6 +221,11 @@ class JobStore:
             record_job_progress(
                 session, job=job, stage=stage, percent=percent, eta_seconds=eta_seconds, message=message
             )
+
+    def record_training_points(self, job_id: int, points: Sequence[NewTrainingPoint]) -> None:
+        """Append training steps to the job's curve (the dashboard's loss/acceptance plots)."""
+        with self.unit_of_work() as session:
+            add_training_points(session, job_id=job_id, points=points)
 
     def set_output(self, job_id: int, output: dict[str, Any]) -> None:
         """DescribeOptimizationJob's OptimizationOutput."""

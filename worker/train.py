@@ -54,6 +54,8 @@ def train_head(ctx: JobContext) -> None:
         result = train(config, progress, ctx.should_stop)
     except ValueError as error:
         raise JobFailedError(f"Training failed: {_with_uris(ctx, str(error))}") from error
+    finally:
+        progress.save_points()  # the steps since the last report, also of a stopped run
     sync.sync()
     if result.stopped:
         ctx.check()  # raises the stop request or the deadline that made the trainer stop

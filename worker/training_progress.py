@@ -2,7 +2,8 @@
 
 The trainer calls back after every optimizer step; the job row is written at most every
 ``interval_seconds`` (and at every change of the trainer's stage), so a fast loop does not
-turn into a stream of database writes.
+turn into a stream of database writes. Every training step's loss and per-position
+accuracy is kept too (the dashboard plots them), buffered and written with those reports.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from db.training_points import NewTrainingPoint
 from trainer.eagle.reporting import TrainProgress
 from worker.context import JobContext
 
@@ -32,16 +34,26 @@ class TrainingProgress:
         self._last_stage: str | None = None
         self._last_report = 0.0
         self.last: TrainProgress | None = None
+        self._unsaved_points: list[NewTrainingPoint] = []
 
     def __call__(self, progress: TrainProgress) -> None:
         self.last = progress
+        if progress.stage == "training" and progress.loss is not None:
+            self._unsaved_points.append(training_point(progress))
         if self.on_step is not None:
             self.on_step()
         now = time.monotonic()
         if progress.stage == self._last_stage and now - self._last_report < self.interval_seconds:
             return
         self._last_stage, self._last_report = progress.stage, now
+        self.save_points()
         self.ctx.report(describe(progress), fraction=self.fraction(progress), eta_seconds=self.eta(progress))
+
+    def save_points(self) -> None:
+        """Write the buffered training steps (the report that follows makes them current)."""
+        if self._unsaved_points:
+            self.ctx.store.record_training_points(self.ctx.job.id, self._unsaved_points)
+            self._unsaved_points = []
 
     def fraction(self, progress: TrainProgress) -> float | None:
         if progress.stage == "done":
@@ -58,6 +70,16 @@ class TrainingProgress:
         if self.budget_seconds:
             return max(0.0, self.budget_seconds - progress.elapsed_seconds)
         return None
+
+
+def training_point(progress: TrainProgress) -> NewTrainingPoint:
+    return NewTrainingPoint(
+        step=progress.step,
+        total_steps=progress.total_steps,
+        elapsed_seconds=progress.elapsed_seconds,
+        loss=progress.loss,
+        step_accuracy=list(progress.step_accuracy),
+    )
 
 
 def describe(progress: TrainProgress) -> str:
