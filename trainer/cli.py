@@ -28,6 +28,7 @@ COMMAND_MODULES: list[str] = [
     "trainer.data.commands",
     "trainer.train_cli",
     "trainer.eval_cli",
+    "trainer.serve_cli",
 ]
 
 # Exit status for a bad request (bad input file, unknown name): distinct from a crash (1).

@@ -7,6 +7,7 @@ OpenAI-compatible HTTP front.
 
 from trainer.serving.engine import ServingEngine
 from trainer.serving.requests import GenerationRequest, RequestHandle, TokenEvent
+from trainer.serving.server import load_engine, start_server
 from trainer.serving.speculation import AdaptiveSpeculation, FixedSpeculation
 
 __all__ = [
@@ -16,4 +17,6 @@ __all__ = [
     "RequestHandle",
     "ServingEngine",
     "TokenEvent",
+    "load_engine",
+    "start_server",
 ]
