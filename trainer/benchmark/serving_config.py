@@ -1,0 +1,73 @@
+"""What a serving benchmark measures: engine, heads, concurrency levels, requests, lengths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from trainer.benchmark.config import BenchmarkConfiguration
+
+DEFAULT_CONCURRENCY = (1, 2, 4, 8)
+# vLLM has no adaptive mode; 3 is what production EAGLE-3 deployments commonly run.
+DEFAULT_VLLM_SPECULATIVE_TOKENS = 3
+
+
+class ServingBenchmarkConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model_dir: Path = Field(description="Target model directory (Hugging Face format).")
+    prompt_paths: list[Path] = Field(
+        min_length=1,
+        description="Conversation files (any trainer data format); a prompt is a conversation up to "
+        "its last assistant turn, rendered in the model's chat template.",
+    )
+    configurations: list[BenchmarkConfiguration] = Field(min_length=1, description="What to compare.")
+    engine: Literal["eaglenest", "vllm"] = Field(
+        default="eaglenest", description="Server to measure: ours (python -m trainer serve) or vLLM-CPU."
+    )
+    concurrency: list[int] = Field(
+        default_factory=lambda: list(DEFAULT_CONCURRENCY),
+        min_length=1,
+        description="Requests kept in flight, one guidellm level each, in this order.",
+    )
+    requests_per_level: int = Field(default=16, ge=1, description="Requests sent at each concurrency level.")
+    max_tokens: int = Field(
+        default=96, ge=2, description="Tokens generated per request (end-of-sequence ignored)."
+    )
+    max_prompts: int | None = Field(default=None, ge=1, description="Use at most this many distinct prompts.")
+    num_speculative_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=16,
+        description="Draft tokens per step (K). None: adaptive on our engine, "
+        f"{DEFAULT_VLLM_SPECULATIVE_TOKENS} on vLLM (which has no adaptive mode).",
+    )
+    max_batch_size: int | None = Field(
+        default=None, ge=1, description="Most sequences a server batches at once; None: its default."
+    )
+    work_dir: Path = Field(description="Where server logs, guidellm's data and raw JSON are kept.")
+    vllm_venv: Path | None = Field(
+        default=None, description="vLLM-CPU venv (built on first use); None: .cache/vllm-venv."
+    )
+    startup_timeout_seconds: float = Field(default=180.0, gt=0, description="Wait this long for /health.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ServingBenchmarkConfig:
+        if any(level < 1 for level in self.concurrency) or len(set(self.concurrency)) != len(
+            self.concurrency
+        ):
+            raise ValueError(f"concurrency levels must be distinct and at least 1, got {self.concurrency}")
+        names = [configuration.name for configuration in self.configurations]
+        if len(set(names)) != len(names):
+            raise ValueError(f"configuration names must be unique, got {names}")
+        return self
+
+    def speculative_tokens(self, configuration: BenchmarkConfiguration) -> int | None:
+        """K for this configuration's server: None without a head or in adaptive mode."""
+        if configuration.head_dir is None:
+            return None
+        if self.num_speculative_tokens is None and self.engine == "vllm":
+            return DEFAULT_VLLM_SPECULATIVE_TOKENS
+        return self.num_speculative_tokens
