@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI
 
+from api.dashboard.pages import include_dashboard
 from api.errors import add_exception_handlers
 from api.job_dispatcher import CeleryJobDispatcher, JobDispatcher
 from api.middleware import RequestContextMiddleware
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None, *, dispatcher: JobDispatcher | 
     app.include_router(optimization_jobs.router)
     app.include_router(sagemaker_models.router)
     app.include_router(health.router)
+    include_dashboard(app)
     return app
 
 

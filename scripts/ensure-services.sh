@@ -13,5 +13,12 @@ if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
   for _ in $(seq 1 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 1; done
 fi
+# The dashboard's browser tests drive Debian's chromium through Playwright.
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "installing chromium (dashboard browser tests)"
+  nice -n 10 apt-get install -y -q chromium >/dev/null || {
+    nice -n 10 apt-get update -q >/dev/null && nice -n 10 apt-get install -y -q chromium >/dev/null
+  } || echo "could not install chromium: the dashboard browser tests will be skipped" >&2
+fi
 pg_isready -h 127.0.0.1 -p 5432
 redis-cli -h 127.0.0.1 -p 6379 ping

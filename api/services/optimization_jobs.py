@@ -228,7 +228,14 @@ def get_job_history(session: Session, *, job: OptimizationJob) -> tuple[list[Job
     return list_job_events(session, job_id=job.id), list_resource_tags(session, resource_arn=job.arn)
 
 
-def list_jobs(session: Session, *, principal: Principal, request: ListOptimizationJobsRequest) -> JobPage:
+def list_jobs(
+    session: Session,
+    *,
+    principal: Principal,
+    request: ListOptimizationJobsRequest,
+    summaries_only: bool = True,
+) -> JobPage:
+    """ListOptimizationJobs; ``summaries_only=False`` loads whole rows (the dashboard shows more)."""
     filters = JobListFilter(
         name_contains=request.name_contains,
         optimization_contains=request.optimization_contains,
@@ -248,7 +255,7 @@ def list_jobs(session: Session, *, principal: Principal, request: ListOptimizati
         filters=request.model_dump(exclude={"next_token", "max_results", "sort_by", "sort_order"}),
     )
     result = list_optimization_jobs(
-        session, account_id=principal.account_id, page=page, filters=filters, summaries_only=True
+        session, account_id=principal.account_id, page=page, filters=filters, summaries_only=summaries_only
     )
     return JobPage(jobs=result.items, next_token=encode_next_token(result.next_cursor, fingerprint))
 

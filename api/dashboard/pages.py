@@ -1,0 +1,34 @@
+"""/dashboard: the single page and its static files (no data in them, so no signature needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from api.dashboard import jobs, models
+
+STATIC_DIR = Path(__file__).with_name("static")
+
+router = APIRouter(prefix="/dashboard", tags=["dashboard"], include_in_schema=False)
+
+
+@router.get("")
+def dashboard_index() -> FileResponse:
+    # no-cache: after an upgrade the browser must not keep running old modules against a new api.
+    return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/")
+def dashboard_index_slash() -> RedirectResponse:
+    return RedirectResponse("/dashboard")
+
+
+def include_dashboard(app: FastAPI) -> None:
+    """The page, its files under /dashboard/static, and the JSON routes it calls."""
+    app.include_router(router)
+    app.include_router(jobs.router)
+    app.include_router(models.router)
+    app.mount("/dashboard/static", StaticFiles(directory=STATIC_DIR), name="dashboard-static")
