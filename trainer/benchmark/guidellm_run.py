@@ -134,6 +134,13 @@ def _level(benchmark: dict[str, Any]) -> LevelResult:
     metrics = benchmark["metrics"]
     totals = metrics["request_totals"]
     successful = benchmark["requests"]["successful"]
+    # Errored and cancelled requests also ran drafts on the server: they bound the level too.
+    every = [
+        request
+        for status in ("successful", "errored", "incomplete")
+        for request in benchmark["requests"].get(status) or []
+        if request.get("request_start_time") is not None and request.get("request_end_time") is not None
+    ]
     if not successful:
         raise ValueError(f"no successful request at concurrency {_streams(benchmark)}: {totals}")
 
@@ -152,8 +159,8 @@ def _level(benchmark: dict[str, Any]) -> LevelResult:
         otps_per_request=sum(float(r["output_tokens_per_second"]) for r in successful) / len(successful),
         output_tokens_mean=mean("output_token_count"),
         prompt_tokens_mean=mean("prompt_token_count"),
-        first_request_start=min(float(r["request_start_time"]) for r in successful),
-        last_request_end=max(float(r["request_end_time"]) for r in successful),
+        first_request_start=min(float(r["request_start_time"]) for r in every),
+        last_request_end=max(float(r["request_end_time"]) for r in every),
     )
 
 
