@@ -53,6 +53,8 @@ def list_training_points(session: Session, *, job_id: int, max_points: int) -> l
     curve = list(latest.values())
     if len(curve) <= max_points:
         return curve
-    stride = len(curve) / max_points
-    thinned = [curve[int(index * stride)] for index in range(max_points - 1)]
-    return [*thinned, curve[-1]]
+    if max_points == 1:
+        return [curve[-1]]
+    # Evenly spaced indices from the first to the last step (both kept).
+    last = len(curve) - 1
+    return [curve[round(index * last / (max_points - 1))] for index in range(max_points)]
