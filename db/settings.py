@@ -38,7 +38,10 @@ class Settings(BaseSettings):
         description="On SIGTERM (with REMAP_SIGTERM=SIGQUIT) a running job gets this long, then is requeued.",
     )
     s3_endpoint_url: str | None = Field(default=None, description="S3 endpoint; unset means AWS S3.")
-    s3_access_key_id: str | None = Field(default=None, description="Credentials the worker uses for S3.")
+    s3_access_key_id: str | None = Field(
+        default=None,
+        description="S3 credentials of the worker (and of the dashboard, to read results).",
+    )
     s3_secret_access_key: SecretStr | None = Field(default=None, description="Secret for s3_access_key_id.")
     default_region: str = Field(default="us-east-1", description="Region when a request names none.")
     state_dir: Path = Field(default=Path("state"), description="Local state of the embedded stack.")
