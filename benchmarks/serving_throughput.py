@@ -6,7 +6,7 @@
 Drives ``ServingEngine`` in-process (no HTTP), closed loop: ``c`` requests in flight,
 a new one submitted as soon as one finishes, until ``--requests`` per level have run.
 Greedy, ``ignore_eos`` (every request makes exactly ``--max-new-tokens`` tokens), chat
-prompts from the head run's ``heldout.jsonl`` when there is one, else from ``--data``.
+prompts (at most 256 tokens) from the head run's ``heldout.jsonl`` when there is one, else from ``--data``.
 Configurations: plain decoding, then with ``--head`` fixed K and adaptive K, each on a
 freshly loaded engine. Prints one row per (configuration, concurrency): output tokens/s,
 per-request tokens/s, mean TTFT and inter-token latency, tau, mean K. Not a guidellm run:
@@ -32,6 +32,7 @@ from trainer.serving import GenerationRequest, RequestHandle, ServingEngine, Tok
 
 MODEL_DIR = Path(".cache/models/smollm2-135m-instruct")
 DEFAULT_DATA = Path(".cache/data/chitchat.jsonl")
+MAX_PROMPT_TOKENS = 256
 
 
 @dataclass
@@ -114,7 +115,10 @@ def load_prompts(head: Path | None, data: Path, limit: int) -> list[list[int]]:
     heldout = head.parent / "heldout.jsonl" if head is not None else None
     source = heldout if heldout is not None and heldout.is_file() else data
     tokenizer = AutoTokenizer.from_pretrained(MODEL_DIR)
-    prompts = chat_prompts(tokenizer, load_conversations([source]).conversations)[:limit]
+    # Long multi-turn histories would measure prefill, not decoding: keep prompts a chat
+    # request typically has.
+    every = chat_prompts(tokenizer, load_conversations([source]).conversations)
+    prompts = [prompt for prompt in every if len(prompt) <= MAX_PROMPT_TOKENS][:limit]
     print(f"prompts: {len(prompts)} from {source}")
     return prompts
 
