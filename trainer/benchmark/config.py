@@ -21,6 +21,13 @@ class BenchmarkConfiguration(BaseModel):
     head_dir: Path | None = Field(
         default=None, description="EAGLE-3 head directory; None decodes without speculation."
     )
+    num_speculative_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=16,
+        description="K for this configuration alone (e.g. a fixed-K row beside an adaptive one); "
+        "None: the benchmark's.",
+    )
 
 
 class BenchmarkConfig(BaseModel):

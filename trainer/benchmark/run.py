@@ -93,6 +93,7 @@ def benchmark(
 
 def _decoder(configuration: BenchmarkConfiguration, target: torch.nn.Module, k: int) -> TimedDecoder:
     head = None if configuration.head_dir is None else load_head(configuration.head_dir, target)  # type: ignore[arg-type]
+    k = configuration.num_speculative_tokens or k
     return TimedDecoder(target, head, num_speculative_tokens=k)  # type: ignore[arg-type]
 
 

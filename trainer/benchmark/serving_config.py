@@ -68,6 +68,8 @@ class ServingBenchmarkConfig(BaseModel):
         """K for this configuration's server: None without a head or in adaptive mode."""
         if configuration.head_dir is None:
             return None
+        if configuration.num_speculative_tokens is not None:
+            return configuration.num_speculative_tokens
         if self.num_speculative_tokens is None and self.engine == "vllm":
             return DEFAULT_VLLM_SPECULATIVE_TOKENS
         return self.num_speculative_tokens
