@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.worker.tiny_inputs import sharegpt_jsonl, write_tiny_head
+from trainer.benchmark import benchmark
 from trainer.benchmark.config import BenchmarkConfiguration
 from trainer.benchmark.serving_config import ServingBenchmarkConfig
-from trainer.benchmark import benchmark
 from trainer.cli import main
 from trainer.models.tiny import write_tiny_target
 
