@@ -38,8 +38,9 @@ def chat_prompt_texts(
             add_generation_prompt=True,
             source=conversation.source,
         )
-        # The template writes its own special tokens; count them the way a server will.
-        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) > max_prompt_tokens:
+        # The template writes its own special tokens; count them the way a server will. Too-long
+        # prompts are skipped here, so the tokenizer's own warning about them is noise.
+        if len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]) > max_prompt_tokens:
             too_long += 1
             continue
         texts.append(text)
