@@ -55,6 +55,12 @@ class TrainConfig(BaseModel):
         description="Prepared samples kept out of training to measure held-out loss and pick the best "
         "checkpoint.",
     )
+    max_eval_samples: int = Field(
+        default=32,
+        ge=1,
+        description="At most this many held-out samples are evaluated at each checkpoint: evaluation "
+        "is paid from the same time budget as training.",
+    )
     regenerate: bool = Field(
         default=False,
         description="Self-distillation: replace assistant turns with the target's own answers before "
@@ -75,6 +81,13 @@ class TrainConfig(BaseModel):
         description="last: keep each conversation's turns as context and let the target write only its "
         "final reply, as a benchmark or deployment asks it to (one generation per conversation). "
         "all: regenerate every assistant turn in order (up to regenerate_max_turns).",
+    )
+    regenerate_max_prompt_tokens: int = Field(
+        default=512,
+        ge=16,
+        description="With regenerate_turns=last: longest context handed to the target; longer ones lose "
+        "their earliest exchanges. Context tokens cost as much target compute as reply tokens but "
+        "carry no loss, so long chat histories are cut.",
     )
     regenerate_max_turns: int | None = Field(
         default=2,
@@ -146,8 +159,13 @@ class TrainConfig(BaseModel):
     time_budget_minutes: float | None = Field(
         default=None,
         gt=0.0,
-        description="Wall-clock budget of the whole run (regeneration + training + export); the lr "
+        description="Budget of the whole run (regeneration + training + export) on budget_clock; the lr "
         "schedule is sized to the steps that fit.",
+    )
+    budget_clock: Literal["wall", "cpu"] = Field(
+        default="wall",
+        description="What time_budget_minutes measures. wall: elapsed time. cpu: this process's CPU time, "
+        "all threads summed (a budget in CPU-minutes, independent of other load on the machine).",
     )
 
     # --- bookkeeping

@@ -31,6 +31,7 @@ from trainer.data.tokenize import TokenizedConversation
 from trainer.data.vocab import DraftVocab, build_draft_vocab
 from trainer.eagle.batch_runner import BatchRunner, TrainOrder
 from trainer.eagle.batching import Batch, plan_batches
+from trainer.eagle.budget_clock import budget_clock
 from trainer.eagle.capture import check_supported, input_embedding_weight
 from trainer.eagle.checkpoint import (
     best_checkpoint,
@@ -82,7 +83,9 @@ def train(  # noqa: PLR0912, PLR0915
     should_stop: Callable[[], bool] | None = None,
 ) -> TrainResult:
     # ------------------------------------------------------------------ setup
-    started = time.monotonic()
+    clock = budget_clock(config.budget_clock)  # every budget and stage time below is on this clock
+    wall_started, cpu_started = time.monotonic(), time.process_time()
+    started = clock()
     budget = None if config.time_budget_minutes is None else config.time_budget_minutes * 60.0
     stop_requested = should_stop or (lambda: False)
     if config.num_threads is not None:
@@ -100,20 +103,20 @@ def train(  # noqa: PLR0912, PLR0915
 
     def report(stage: Stage, step: int = 0, total: int = 0, **fields: Any) -> None:
         if progress is not None:
-            elapsed = time.monotonic() - started
+            elapsed = clock() - started
             progress(
                 TrainProgress(stage=stage, step=step, total_steps=total, elapsed_seconds=elapsed, **fields)
             )
 
     # ------------------------------------------------------------------ target
     report("loading_model")
-    mark = time.monotonic()
+    mark = clock()
     target, tokenizer = _load_target(config.model_dir)
     architecture = check_supported(target.config)
-    stage_seconds["load_model"] = time.monotonic() - mark
+    stage_seconds["load_model"] = clock() - mark
 
     # ------------------------------------------------------------------ data
-    mark = time.monotonic()
+    mark = clock()
     fingerprint = data_fingerprint(config)
     data = load_prepared(out_dir, fingerprint)
     if data is None:
@@ -126,16 +129,17 @@ def train(  # noqa: PLR0912, PLR0915
             should_stop=stop_requested,
             regenerate_deadline=regenerate_deadline,
             regenerate_bf16=_use_bf16(config.compute_dtype),
+            clock=clock,
         )
         if not data.stopped:
             save_prepared(out_dir, data, fingerprint)
-    stage_seconds["data"] = time.monotonic() - mark
+    stage_seconds["data"] = clock() - mark
     if data.stopped:
         report("done")
         return _result(
             config,
             data,
-            started=started,
+            elapsed=(clock() - started, time.monotonic() - wall_started, time.process_time() - cpu_started),
             stage_seconds=stage_seconds,
             architecture=architecture,
             head_config=None,
@@ -181,6 +185,7 @@ def train(  # noqa: PLR0912, PLR0915
         ttt_steps=config.ttt_steps,
         ttt_decay=config.ttt_decay,
         autocast_bf16=use_bf16,
+        clock=clock,
     )
     step_cap = max(1, math.ceil(config.epochs * len(order)))
     if config.max_steps is not None:
@@ -214,7 +219,7 @@ def train(  # noqa: PLR0912, PLR0915
         state = {
             "total_steps": total_steps,
             "tokens_trained": tokens_trained,
-            "train_seconds": train_seconds_before + (time.monotonic() - loop_started),
+            "train_seconds": train_seconds_before + (clock() - loop_started),
             "eval": evaluation.model_dump() if evaluation else None,
             "best_eval": best_eval.model_dump() if best_eval else None,
             "last_loss": last_loss,
@@ -238,7 +243,7 @@ def train(  # noqa: PLR0912, PLR0915
     stopped = False
     last_loss: float | None = None
     last_accuracy: list[float] = []
-    loop_started = time.monotonic()
+    loop_started = clock()
 
     def train_deadline() -> float | None:
         if budget is None:
@@ -249,7 +254,7 @@ def train(  # noqa: PLR0912, PLR0915
     eta: tuple[float, float] | None = None  # (estimate, when it was made)
     bar = tqdm(total=total_steps, initial=step, disable=not sys.stderr.isatty(), desc="train", unit="step")
     while step < total_steps:
-        began = time.monotonic()
+        began = clock()
         key, batch = order.batch_at(step)
         lr = learning_rate(
             step,
@@ -262,14 +267,14 @@ def train(  # noqa: PLR0912, PLR0915
             group["lr"] = lr
 
         tensors, features = runner.features(key, data.train, batch)
-        head_began = time.monotonic()
+        head_began = clock()
         out = runner.loss(tensors, features)
         optimizer.zero_grad(set_to_none=True)
         out.loss.backward()  # type: ignore[no-untyped-call]
         grad_norm = torch.nn.utils.clip_grad_norm_(head.parameters(), config.grad_clip)
         optimizer.step()
         step += 1
-        now = time.monotonic()
+        now = clock()
         timer.record_head(now - head_began, batch.padded_tokens)
 
         real_tokens = int(tensors.attention_mask.sum())
@@ -330,10 +335,10 @@ def train(  # noqa: PLR0912, PLR0915
             stopped = True
             break
         deadline = train_deadline()
-        if deadline is not None and time.monotonic() >= deadline:
+        if deadline is not None and clock() >= deadline:
             break
     bar.close()
-    stage_seconds["train"] = time.monotonic() - loop_started
+    stage_seconds["train"] = clock() - loop_started
     stop_reason: StopReason
     if stopped:
         stop_reason = "stop_requested"
@@ -355,18 +360,18 @@ def train(  # noqa: PLR0912, PLR0915
     if not stopped:
         # A stopped run is resumed later, not published.
         report("exporting", step, total_steps)
-        mark = time.monotonic()
+        mark = clock()
         if best is not None:
             # The best held-out checkpoint may predate the last step.
             load_head_weights(best, head)
         exported = export_head(head, out_dir / HEAD_DIRNAME, dtype=_DTYPES[config.export_dtype])
-        stage_seconds["export"] = time.monotonic() - mark
+        stage_seconds["export"] = clock() - mark
     train_seconds = train_seconds_before + stage_seconds["train"]
     report("done", step, total_steps)
     return _result(
         config,
         data,
-        started=started,
+        elapsed=(clock() - started, time.monotonic() - wall_started, time.process_time() - cpu_started),
         stage_seconds=stage_seconds,
         architecture=architecture,
         head_config=head.config,
@@ -392,7 +397,7 @@ def _result(
     config: TrainConfig,
     data: PreparedData,
     *,
-    started: float,
+    elapsed: tuple[float, float, float],  # (budget clock, wall, CPU) seconds since the start
     stage_seconds: dict[str, float],
     architecture: str,
     head_config: Eagle3HeadConfig | None,
@@ -447,7 +452,10 @@ def _result(
         tokens_trained=tokens_trained,
         train_tokens_per_s=tokens_trained / train_seconds if train_seconds > 0 else 0.0,
         stage_seconds=stage_seconds,
-        seconds=time.monotonic() - started,
+        seconds=elapsed[0],
+        wall_seconds=elapsed[1],
+        cpu_seconds=elapsed[2],
+        budget_clock=config.budget_clock,
         hyperparameters=config.model_dump(mode="json"),
         data_stats=asdict(stats),
     )

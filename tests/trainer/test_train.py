@@ -201,14 +201,25 @@ def test_fine_tuning_keeps_the_heads_draft_vocabulary(llama_dir: Path, data: Pat
     assert tuned.draft_vocab_size == 30
 
 
+@pytest.mark.parametrize("clock", ["wall", "cpu"])
 def test_time_budget_sizes_the_schedule_and_stops_in_time(
-    llama_dir: Path, data: Path, tmp_path: Path
+    llama_dir: Path, data: Path, tmp_path: Path, clock: str
 ) -> None:
     budget_minutes = 0.25
     result = train(
-        config(llama_dir, data, tmp_path / "run", epochs=10_000, time_budget_minutes=budget_minutes)
+        config(
+            llama_dir,
+            data,
+            tmp_path / "run",
+            epochs=10_000,
+            time_budget_minutes=budget_minutes,
+            budget_clock=clock,
+        )
     )
     assert result.seconds < budget_minutes * 60 + 10
+    assert result.budget_clock == clock
+    spent = result.wall_seconds if clock == "wall" else result.cpu_seconds
+    assert spent == pytest.approx(result.seconds, abs=2.0)
     assert result.stop_reason == "time_budget"
     rows = metrics(tmp_path / "run")
     assert len(rows) == result.steps > 10

@@ -13,6 +13,7 @@ import torch
 
 from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.batching import Batch, BatchTensors, collate, epoch_order
+from trainer.eagle.budget_clock import Clock
 from trainer.eagle.features import FeatureCache, TargetFeatures, TargetTeacher
 from trainer.eagle.model import Eagle3DraftModel
 from trainer.eagle.reporting import EvalMetrics, acceptance_length_estimate
@@ -67,7 +68,9 @@ class BatchRunner:
         ttt_steps: int,
         ttt_decay: float,
         autocast_bf16: bool,
+        clock: Clock = time.monotonic,
     ) -> None:
+        self.clock = clock  # the training budget's clock, so planned steps fit the budget
         self.head = head
         self.teacher = teacher
         self.cache = cache
@@ -91,9 +94,11 @@ class BatchRunner:
         tensors = collate(samples, batch, pad_id=self.pad_id)
         features = self.cache.get(key)
         if features is None:
-            began = time.monotonic()
-            features = self.teacher.features(tensors.input_ids, tensors.attention_mask)
-            self.timer.record_features(time.monotonic() - began, batch.padded_tokens)
+            began = self.clock()
+            features = self.teacher.features(
+                tensors.input_ids, tensors.attention_mask, needed=teacher_positions(tensors.loss_mask)
+            )
+            self.timer.record_features(self.clock() - began, batch.padded_tokens)
             self.cache.put(key, features)
         return tensors, features
 
@@ -117,7 +122,7 @@ class BatchRunner:
         """Loss and per-step accuracy over held-out batches, weighted by masked tokens."""
         if not batches:
             return None
-        began = time.monotonic()
+        began = self.clock()
         was_training = self.head.training
         self.head.eval()
         loss_sums = [0.0] * self.ttt_steps
@@ -131,7 +136,7 @@ class BatchRunner:
                     counts[i] += count
                     hits[i] += out.step_accuracy[i] * count
         self.head.train(was_training)
-        self.timer.eval_seconds = time.monotonic() - began
+        self.timer.eval_seconds = self.clock() - began
         accuracy = [h / max(c, 1) for h, c in zip(hits, counts, strict=True)]
         step_means = [total / max(count, 1) for total, count in zip(loss_sums, counts, strict=True)]
         return EvalMetrics(

@@ -8,6 +8,10 @@ generation per conversation however long it is, where regenerating every turn
 
 A context too long for ``max_prompt_tokens`` loses its earliest exchanges (never the
 system prompt or the last user turn), as a serving stack truncating history would.
+
+Each result is also a training sample built from the generated token ids themselves
+(decoding and re-tokenising can split text differently), with the loss on the reply
+alone: the earlier turns are someone else's words, which the head never has to draft.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.data.schema import Conversation, Message
-from trainer.data.tokenize import ChatTemplateError, render_chat
+from trainer.data.tokenize import ChatTemplateError, TokenizedConversation, render_chat
 
 
 @dataclass
@@ -35,6 +39,7 @@ class Context:
 @dataclass
 class ContinuationResult:
     conversations: list[Conversation]  # context + the target's reply, in input order
+    samples: list[TokenizedConversation]  # prompt ids + reply ids (+ stop token), loss on the reply
     generated_tokens: int
     stopped: bool  # should_stop() ended the run early
     cut_at_max_new_tokens: int
@@ -95,8 +100,8 @@ def _generate(
     max_new_tokens: int,
     temperature: float,
     top_p: float,
-) -> list[tuple[list[int], bool]]:
-    """(reply tokens without the stop token, cut at max_new_tokens) per prompt."""
+) -> list[tuple[list[int], int | None]]:
+    """(reply tokens without the stop token, the stop token or None when cut at max_new_tokens) per prompt."""
     width = max(len(ids) for ids in prompts)
     # Left padding keeps every prompt's last token in the final column, where generation continues.
     input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in prompts], dtype=torch.long)
@@ -117,10 +122,10 @@ def _generate(
         pad_token_id=pad_id,
         **sampling,
     )
-    replies: list[tuple[list[int], bool]] = []
+    replies: list[tuple[list[int], int | None]] = []
     for row in output[:, width:].tolist():
         stop_at = next((i for i, token in enumerate(row) if token in stop_ids), None)
-        replies.append((row if stop_at is None else row[:stop_at], stop_at is None))
+        replies.append((row, None) if stop_at is None else (row[:stop_at], row[stop_at]))
     return replies
 
 
@@ -142,7 +147,9 @@ def continue_conversations(
     """
     stop_ids = _stop_ids(model, tokenizer)
     pad_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else stop_ids[0]
-    result = ContinuationResult(conversations=[], generated_tokens=0, stopped=False, cut_at_max_new_tokens=0)
+    result = ContinuationResult(
+        conversations=[], samples=[], generated_tokens=0, stopped=False, cut_at_max_new_tokens=0
+    )
     was_training = model.training
     model.train(False)
     try:
@@ -160,15 +167,24 @@ def continue_conversations(
                 temperature=temperature,
                 top_p=top_p,
             )
-            for context, (tokens, cut) in zip(batch, replies, strict=True):
+            for context, (tokens, stop_token) in zip(batch, replies, strict=True):
                 # Not stripped: leading whitespace the target emits is part of what the head predicts.
                 text = str(tokenizer.decode(tokens, skip_special_tokens=True))
                 reply = Message(role="assistant", content=text)
                 result.conversations.append(
                     Conversation(messages=[*context.messages, reply], source=context.source)
                 )
-                result.generated_tokens += len(tokens) + (0 if cut else 1)
-                result.cut_at_max_new_tokens += int(cut)
+                # The stop token is learned too: drafting it ends a reply one verification earlier.
+                reply_ids = tokens if stop_token is None else [*tokens, stop_token]
+                result.samples.append(
+                    TokenizedConversation(
+                        input_ids=[*context.prompt_ids, *reply_ids],
+                        loss_mask=[0] * len(context.prompt_ids) + [1] * len(reply_ids),
+                        source=context.source,
+                    )
+                )
+                result.generated_tokens += len(reply_ids)
+                result.cut_at_max_new_tokens += int(stop_token is None)
             progress(len(result.conversations))
     finally:
         model.train(was_training)

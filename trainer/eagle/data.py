@@ -33,7 +33,8 @@ from trainer.data.tokenize import (
     render_chat,
     tokenize_conversations,
 )
-from trainer.eagle.continuation import context_of, continue_conversations
+from trainer.eagle.budget_clock import Clock
+from trainer.eagle.continuation import ContinuationResult, context_of, continue_conversations
 from trainer.eagle.reporting import Stage
 
 PREPARED_DIR = "prepared"
@@ -96,12 +97,14 @@ def data_fingerprint(config: TrainConfig) -> str:
         "max_conversations",
         "holdout_fraction",
         "eval_fraction",
+        "max_eval_samples",
         "regenerate",
         "regenerate_turns",
         "regenerate_temperature",
         "regenerate_top_p",
         "regenerate_max_new_tokens",
         "regenerate_max_turns",
+        "regenerate_max_prompt_tokens",
         "seed",
     ]
     payload = {"model": model, "files": files, **{k: getattr(config, k) for k in keys}}
@@ -212,14 +215,17 @@ def _continue_last_turns(  # noqa: PLR0917 - private helper of _regenerate
     chunk_number: int,
     progress: Callable[[int, int], None],
     should_stop: Callable[[], bool],
-) -> tuple[list[Conversation], int, bool]:
+) -> ContinuationResult:
     """One chunk through ``continue_conversations``, shortest prompts first (little padding)."""
-    room = max(config.max_length - config.regenerate_max_new_tokens, config.max_length // 2)
+    room = min(
+        config.regenerate_max_prompt_tokens,
+        max(config.max_length - config.regenerate_max_new_tokens, config.max_length // 2),
+    )
     contexts = [context_of(c, tokenizer, max_prompt_tokens=room) for c in conversations]
     ordered = sorted((c for c in contexts if c is not None), key=lambda c: len(c.prompt_ids))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed + chunk_number)
-        result = continue_conversations(
+        return continue_conversations(
             generator,
             tokenizer,
             ordered,
@@ -230,7 +236,6 @@ def _continue_last_turns(  # noqa: PLR0917 - private helper of _regenerate
             should_stop=should_stop,
             progress=lambda done: progress(done, len(ordered)),
         )
-    return result.conversations, result.generated_tokens, result.stopped
 
 
 def _regenerate(  # noqa: PLR0917 - private, called once with everything it needs
@@ -243,9 +248,13 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     should_stop: Callable[[], bool],
     deadline: float | None,
     bf16: bool,
-) -> list[Conversation]:
+    clock: Clock,
+) -> tuple[list[Conversation], list[TokenizedConversation] | None]:
+    """The regenerated conversations and, with ``regenerate_turns=last``, their exact token
+    samples (loss on the target's reply only); None asks the caller to tokenise them."""
+
     def stop_regenerating() -> bool:
-        return should_stop() or (deadline is not None and time.monotonic() >= deadline)
+        return should_stop() or (deadline is not None and clock() >= deadline)
 
     # Generation is dominated by reading the weights once per token: a bfloat16 copy halves
     # that traffic and multiplies with native bf16 kernels (about 1.5-2x faster here). The
@@ -256,7 +265,8 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     chunk = 8 * config.regenerate_batch_size
     stats.regeneration_mode = sampling_mode(config.regenerate_temperature, config.regenerate_top_p)
     regenerated: list[Conversation] = []
-    started = time.monotonic()
+    samples: list[TokenizedConversation] = []
+    started = clock()
     for number, start in enumerate(range(0, len(conversations), chunk)):
         if stop_regenerating():
             stats.regeneration_stopped = True
@@ -264,9 +274,11 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
         part = conversations[start : start + chunk]
         progress = _offset_report(report, start, len(conversations))
         if config.regenerate_turns == "last":
-            done, tokens, stopped = _continue_last_turns(
+            continued = _continue_last_turns(
                 config, generator, tokenizer, part, number, progress, stop_regenerating
             )
+            samples.extend(continued.samples)
+            done, tokens, stopped = continued.conversations, continued.generated_tokens, continued.stopped
         else:
             result = regenerate_conversations(
                 generator,
@@ -284,9 +296,9 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
         regenerated.extend(done)
         stats.regenerated_tokens += tokens
         stats.regeneration_stopped = stopped
-    stats.regeneration_seconds = time.monotonic() - started
+    stats.regeneration_seconds = clock() - started
     stats.regenerated_conversations = len(regenerated)
-    return regenerated
+    return regenerated, samples if config.regenerate_turns == "last" else None
 
 
 def prepare_data(
@@ -298,6 +310,7 @@ def prepare_data(
     should_stop: Callable[[], bool],
     regenerate_deadline: float | None,
     regenerate_bf16: bool = False,
+    clock: Clock = time.monotonic,
 ) -> PreparedData:
     """Samples for training and evaluation; held-out conversations go to ``heldout.jsonl``."""
     stats = DataStats()
@@ -317,8 +330,9 @@ def prepare_data(
     if config.max_conversations is not None:
         train_conversations = train_conversations[: config.max_conversations]
     stopped = False
+    regenerated_samples: list[TokenizedConversation] | None = None
     if config.regenerate:
-        train_conversations = _regenerate(
+        train_conversations, regenerated_samples = _regenerate(
             config,
             target,
             tokenizer,
@@ -328,21 +342,26 @@ def prepare_data(
             should_stop,
             regenerate_deadline,
             regenerate_bf16,
+            clock,
         )
         _write_jsonl(config.out_dir / REGENERATED_FILE, [to_record(c) for c in train_conversations])
         stopped = should_stop()
     stats.conversations_used = len(train_conversations)
     report("tokenizing", 0, len(train_conversations))
-    samples = tokenize_conversations(tokenizer, train_conversations, max_length=config.max_length)
-    stats.dropped_no_masked_tokens = samples.dropped_no_masked_tokens
-    stats.dropped_template_errors = samples.dropped_template_errors
-    stats.truncated = samples.truncated
-    stats.first_error = samples.first_error
-    ordered = list(samples)
+    if regenerated_samples is not None:
+        ordered = [s for s in regenerated_samples if s.num_masked > 0]
+        stats.dropped_no_masked_tokens = len(regenerated_samples) - len(ordered)
+    else:
+        samples = tokenize_conversations(tokenizer, train_conversations, max_length=config.max_length)
+        stats.dropped_no_masked_tokens = samples.dropped_no_masked_tokens
+        stats.dropped_template_errors = samples.dropped_template_errors
+        stats.truncated = samples.truncated
+        stats.first_error = samples.first_error
+        ordered = list(samples)
     random.Random(config.seed + 1).shuffle(ordered)
     eval_count = int(len(ordered) * config.eval_fraction)
     if config.eval_fraction > 0 and len(ordered) >= 4:
-        eval_count = max(eval_count, 1)
+        eval_count = min(max(eval_count, 1), config.max_eval_samples)
     eval_samples, train_samples = ordered[:eval_count], ordered[eval_count:]
     stats.train_samples, stats.eval_samples = len(train_samples), len(eval_samples)
     stats.train_tokens = sum(len(s.input_ids) for s in train_samples)

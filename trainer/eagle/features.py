@@ -71,8 +71,15 @@ class TargetTeacher:
         self._draft_bias = None if bias is None else bias.detach()[draft_target_ids].float()
 
     @torch.no_grad()
-    def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> TargetFeatures:
-        """Run the target's decoder stack (never its full-vocabulary head on all tokens at once)."""
+    def features(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, needed: torch.Tensor | None = None
+    ) -> TargetFeatures:
+        """Run the target's decoder stack (never its full-vocabulary head on all tokens at once).
+
+        ``needed`` [B, T] marks the positions whose argmax the loss reads; the full-vocabulary
+        head (as costly as a third of the decoder stack on SmolLM2) runs on those alone and
+        the other positions get id 0.
+        """
         base = self.target.model
         with (
             torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast_bf16),
@@ -82,17 +89,24 @@ class TargetTeacher:
                 input_ids=input_ids, attention_mask=attention_mask, use_cache=False
             ).last_hidden_state
             aux = capture.aux_hidden_states()
-            flat = final.reshape(-1, final.shape[-1])
+            rows = final if needed is None else final[needed.bool()]
+            flat = rows.reshape(-1, final.shape[-1])
             argmax = torch.cat(
                 [
                     self._lm_head(flat[start : start + _ARGMAX_ROWS]).argmax(-1)
                     for start in range(0, flat.shape[0], _ARGMAX_ROWS)
                 ]
+                or [torch.zeros(0, dtype=torch.long)]
             )
+        if needed is None:
+            argmax_ids = argmax.view(final.shape[:-1])
+        else:
+            argmax_ids = torch.zeros(final.shape[:-1], dtype=torch.long)
+            argmax_ids[needed.bool()] = argmax
         return TargetFeatures(
             aux_hidden_states=_compact(aux, self.feature_dtype),
             final_hidden=_compact(final, self.final_dtype),
-            argmax_ids=argmax.view(final.shape[:-1]),
+            argmax_ids=argmax_ids,
         )
 
     def teacher(

@@ -94,8 +94,11 @@ class TrainResult(BaseModel):
     target_architecture: str
     tokens_trained: int
     train_tokens_per_s: float
-    stage_seconds: dict[str, float]
-    seconds: float
+    stage_seconds: dict[str, float]  # on the budget clock
+    seconds: float  # on the budget clock
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0  # this process's CPU time, all threads
+    budget_clock: str = "wall"
     hyperparameters: dict[str, Any]
     data_stats: dict[str, Any]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from transformers import PreTrainedTokenizerFast
 
 from trainer.data.schema import Conversation, Message
@@ -99,3 +100,26 @@ def test_should_stop_ends_between_batches(tokenizer: PreTrainedTokenizerFast) ->
     )
     assert result.stopped
     assert len(result.conversations) == 2
+
+
+def test_samples_are_the_generated_ids_with_the_loss_on_the_reply_alone(
+    tokenizer: PreTrainedTokenizerFast,
+) -> None:
+    target = build_tiny_target("LlamaForCausalLM", vocab_size=len(tokenizer))
+    context = context_of(
+        chat(("user", "q1"), ("assistant", "human words"), ("user", "q2")), tokenizer, max_prompt_tokens=200
+    )
+    assert context is not None
+    result = continue_conversations(target, tokenizer, [context], max_new_tokens=5, batch_size=1)
+    sample = result.samples[0]
+    prompt = len(context.prompt_ids)
+    assert sample.input_ids[:prompt] == context.prompt_ids
+    # The earlier (human) assistant turn is context, never a loss position.
+    assert sample.loss_mask == [0] * prompt + [1] * (len(sample.input_ids) - prompt)
+    reply = sample.input_ids[prompt:]
+    assert result.generated_tokens == len(reply) >= 1
+    # The ids are exactly what greedy generation produced (no decode/re-tokenise round trip).
+    generated = target.generate(  # type: ignore[operator]
+        torch.tensor([context.prompt_ids]), do_sample=False, max_new_tokens=5, pad_token_id=0
+    )[0, prompt:].tolist()
+    assert reply == generated[: len(reply)]

@@ -59,6 +59,11 @@ def test_teacher_only_computes_the_positions_the_loss_reads() -> None:
     assert torch.equal(sparse.probs[needed], dense.probs[needed])
     assert not sparse.probs[~needed].any()
     assert torch.equal(sparse.argmax_draft_id, dense.argmax_draft_id)
+    # The full-vocabulary argmax, too, runs only where the loss reads it.
+    partial = teacher.features(input_ids, torch.ones_like(input_ids), needed=needed)
+    assert torch.equal(partial.argmax_ids[needed], features.argmax_ids[needed])
+    assert not partial.argmax_ids[~needed].any()
+    torch.testing.assert_close(partial.aux_hidden_states, features.aux_hidden_states)
 
 
 def test_cached_features_are_compact_and_bfloat16_autocast_stays_close() -> None:
