@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import uuid
 from typing import Any
 
@@ -11,6 +10,7 @@ from sqlalchemy.orm import Session
 from db.arns import optimization_job_arn
 from db.optimization_job import OptimizationJob
 from db.optimization_jobs import create_optimization_job as insert_optimization_job
+from tests.factories.rows import insert_named_row
 
 
 def unique_job_name(prefix: str = "job") -> str:
@@ -54,28 +54,21 @@ def create_optimization_job(
     session: Session, *, account_id: int, aws_account_id: str, **overrides: Any
 ) -> OptimizationJob:
     """A STARTING job row as CreateOptimizationJob stores it; keyword overrides replace column values."""
-    name = overrides.pop("name", unique_job_name())
-    region = overrides.pop("region", "us-west-2")
-    fields: dict[str, Any] = {
-        "account_id": account_id,
-        "name": name,
-        "region": region,
-        "arn": optimization_job_arn(region=region, aws_account_id=aws_account_id, name=name),
-        "role_arn": "arn:aws:iam::111122223333:role/SageMakerRole",
-        "model_source": {"S3": {"S3Uri": "s3://models/llama/"}},
-        "deployment_instance_type": "ml.g5.2xlarge",
-        "optimization_configs": [{"ModelSpeculativeDecodingConfig": {"Technique": "EAGLE"}}],
-        "output_config": {"S3OutputLocation": "s3://out/jobs/"},
-        "stopping_condition": {"MaxRuntimeInSeconds": 3600},
-        "optimization_types": ["SpeculativeDecoding"],
-    }
-    # Members the repository takes go to it; anything else (created_at, status, ...) is set
-    # on the row afterwards, so tests can build any state directly.
-    accepted = set(inspect.signature(insert_optimization_job).parameters)
-    fields.update({key: value for key, value in overrides.items() if key in accepted})
-    job = insert_optimization_job(session, **fields)
-    for key, value in overrides.items():
-        if key not in accepted:
-            setattr(job, key, value)
-    session.flush()
-    return job
+    return insert_named_row(
+        session,
+        insert_optimization_job,
+        arn_for=optimization_job_arn,
+        account_id=account_id,
+        aws_account_id=aws_account_id,
+        default_name=unique_job_name(),
+        defaults={
+            "role_arn": "arn:aws:iam::111122223333:role/SageMakerRole",
+            "model_source": {"S3": {"S3Uri": "s3://models/llama/"}},
+            "deployment_instance_type": "ml.g5.2xlarge",
+            "optimization_configs": [{"ModelSpeculativeDecodingConfig": {"Technique": "EAGLE"}}],
+            "output_config": {"S3OutputLocation": "s3://out/jobs/"},
+            "stopping_condition": {"MaxRuntimeInSeconds": 3600},
+            "optimization_types": ["SpeculativeDecoding"],
+        },
+        overrides=overrides,
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import uuid
 from typing import Any
 
@@ -11,6 +10,7 @@ from sqlalchemy.orm import Session
 from db.arns import sagemaker_model_arn
 from db.sagemaker_model import SageMakerModel
 from db.sagemaker_models import create_sagemaker_model as insert_sagemaker_model
+from tests.factories.rows import insert_named_row
 
 
 def unique_model_name(prefix: str = "model") -> str:
@@ -43,21 +43,13 @@ def create_sagemaker_model(
     session: Session, *, account_id: int, aws_account_id: str, **overrides: Any
 ) -> SageMakerModel:
     """A model row as CreateModel stores it; keyword overrides replace column values."""
-    name = overrides.pop("name", unique_model_name())
-    region = overrides.pop("region", "us-west-2")
-    fields: dict[str, Any] = {
-        "account_id": account_id,
-        "name": name,
-        "region": region,
-        "arn": sagemaker_model_arn(region=region, aws_account_id=aws_account_id, name=name),
-        "primary_container": create_model_request()["PrimaryContainer"],
-    }
-    # Members the repository takes go to it; other columns (created_at, ...) are set afterwards.
-    accepted = set(inspect.signature(insert_sagemaker_model).parameters)
-    fields.update({key: value for key, value in overrides.items() if key in accepted})
-    model = insert_sagemaker_model(session, **fields)
-    for key, value in overrides.items():
-        if key not in accepted:
-            setattr(model, key, value)
-    session.flush()
-    return model
+    return insert_named_row(
+        session,
+        insert_sagemaker_model,
+        arn_for=sagemaker_model_arn,
+        account_id=account_id,
+        aws_account_id=aws_account_id,
+        default_name=unique_model_name(),
+        defaults={"primary_container": create_model_request()["PrimaryContainer"]},
+        overrides=overrides,
+    )
