@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Select, and_, or_
+from sqlalchemy import ColumnElement, Select, and_, or_
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 RowT = TypeVar("RowT", bound=Any)
@@ -81,6 +82,52 @@ def contains_pattern(text: str) -> str:
     """A LIKE pattern matching ``text`` anywhere; callers compare against lower-cased columns."""
     escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+def contains(column: ColumnElement[str] | InstrumentedAttribute[str], text: str) -> ColumnElement[bool]:
+    """``column`` holds ``text`` anywhere, with LIKE's wildcards in ``text`` taken literally."""
+    return column.like(contains_pattern(text), escape="\\")
+
+
+@dataclass(frozen=True)
+class NamedTable:
+    """A table of per-account resources with SageMaker names, as List* filters and sorts it:
+    NameContains on the lower-cased name, CreationTimeAfter/Before, SortBy Name or
+    CreationTime (plus ``more_sorts``), ties broken by id."""
+
+    what: str
+    id_column: InstrumentedAttribute[int]
+    name_key: InstrumentedAttribute[str]
+    created_at: InstrumentedAttribute[datetime]
+    more_sorts: Mapping[SortKey, SortColumn] = field(default_factory=dict)
+
+    def sort_column(self, key: SortKey) -> SortColumn:
+        if key == SortKey.NAME:
+            return SortColumn(self.name_key)
+        if key == SortKey.CREATION_TIME:
+            return SortColumn(self.created_at, is_datetime=True)
+        if key in self.more_sorts:
+            return self.more_sorts[key]
+        raise ValueError(f"{self.what} cannot be sorted by {key}")
+
+
+def list_named_rows(
+    session: Session,
+    statement: Select[RowT],
+    *,
+    table: NamedTable,
+    page: PageRequest,
+    name_contains: str | None,
+    created: TimeRange,
+) -> Page[RowT]:
+    """One page of ``statement``'s rows (already scoped to an account and any other filters)
+    after the NameContains and CreationTime filters, in the order ``page`` asks for."""
+    if name_contains:
+        statement = statement.where(contains(table.name_key, name_contains))
+    statement = created.apply(statement, table.created_at)
+    return fetch_page(
+        session, statement, sort=table.sort_column(page.sort_key), id_column=table.id_column, page=page
+    )
 
 
 def fetch_page(

@@ -18,23 +18,26 @@ from db.errors import NameAlreadyExistsError
 from db.job_event import JobEvent
 from db.listing import (
     ANY_TIME,
+    NamedTable,
     Page,
     PageRequest,
     SortColumn,
     SortKey,
     TimeRange,
-    contains_pattern,
-    fetch_page,
+    contains,
+    list_named_rows,
 )
 from db.optimization_job import OptimizationJob
 from db.optimization_job_status import ACTIVE_STATUSES, OptimizationJobStatus
 from db.types import utc_now
 
-_SORT_COLUMNS = {
-    SortKey.NAME: SortColumn(OptimizationJob.name_key),
-    SortKey.CREATION_TIME: SortColumn(OptimizationJob.created_at, is_datetime=True),
-    SortKey.STATUS: SortColumn(OptimizationJob.status),
-}
+_TABLE = NamedTable(
+    what="optimization jobs",
+    id_column=OptimizationJob.id,
+    name_key=OptimizationJob.name_key,
+    created_at=OptimizationJob.created_at,
+    more_sorts={SortKey.STATUS: SortColumn(OptimizationJob.status)},
+)
 
 # Which status may follow which. Terminal statuses have no successor, so a late worker
 # update can never resurrect a stopped, failed or completed job. Re-entering the same
@@ -199,22 +202,21 @@ def list_optimization_jobs(
     statement = select(OptimizationJob).where(OptimizationJob.account_id == account_id)
     if summaries_only:
         statement = statement.options(load_only(*SUMMARY_COLUMNS, raiseload=True))
-    if filters.name_contains:
-        statement = statement.where(
-            OptimizationJob.name_key.like(contains_pattern(filters.name_contains), escape="\\")
-        )
     if filters.optimization_contains:
         statement = statement.where(
-            func.lower(OptimizationJob.optimization_types).like(
-                contains_pattern(filters.optimization_contains), escape="\\"
-            )
+            contains(func.lower(OptimizationJob.optimization_types), filters.optimization_contains)
         )
     if filters.status is not None:
         statement = statement.where(OptimizationJob.status == filters.status)
-    statement = filters.created.apply(statement, OptimizationJob.created_at)
     statement = filters.last_modified.apply(statement, OptimizationJob.last_modified_at)
-    sort = _SORT_COLUMNS[page.sort_key]
-    return fetch_page(session, statement, sort=sort, id_column=OptimizationJob.id, page=page)
+    return list_named_rows(
+        session,
+        statement,
+        table=_TABLE,
+        page=page,
+        name_contains=filters.name_contains,
+        created=filters.created,
+    )
 
 
 def count_active_optimization_jobs(session: Session, *, account_id: int) -> int:

@@ -9,23 +9,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.errors import NameAlreadyExistsError
-from db.listing import (
-    ANY_TIME,
-    Page,
-    PageRequest,
-    SortColumn,
-    SortKey,
-    TimeRange,
-    contains_pattern,
-    fetch_page,
-)
+from db.listing import ANY_TIME, NamedTable, Page, PageRequest, TimeRange, list_named_rows
 from db.sagemaker_model import SageMakerModel
 from db.types import utc_now
 
-_SORT_COLUMNS = {
-    SortKey.NAME: SortColumn(SageMakerModel.name_key),
-    SortKey.CREATION_TIME: SortColumn(SageMakerModel.created_at, is_datetime=True),
-}
+_TABLE = NamedTable(
+    what="models",
+    id_column=SageMakerModel.id,
+    name_key=SageMakerModel.name_key,
+    created_at=SageMakerModel.created_at,
+)
 
 
 def get_sagemaker_model_by_name(session: Session, *, account_id: int, name: str) -> SageMakerModel | None:
@@ -92,11 +85,6 @@ def list_sagemaker_models(
 ) -> Page[SageMakerModel]:
     """One page of the account's models, filtered and sorted as ListModels asks."""
     statement = select(SageMakerModel).where(SageMakerModel.account_id == account_id)
-    if name_contains:
-        pattern = contains_pattern(name_contains)
-        statement = statement.where(SageMakerModel.name_key.like(pattern, escape="\\"))
-    statement = created.apply(statement, SageMakerModel.created_at)
-    sort = _SORT_COLUMNS.get(page.sort_key)
-    if sort is None:
-        raise ValueError(f"models cannot be sorted by {page.sort_key}")
-    return fetch_page(session, statement, sort=sort, id_column=SageMakerModel.id, page=page)
+    return list_named_rows(
+        session, statement, table=_TABLE, page=page, name_contains=name_contains, created=created
+    )
