@@ -20,6 +20,7 @@ from api.optimization_environment import EagleKnobError, EagleKnobs
 from api.pagination import encode_next_token
 from api.services.listing import page_request
 from api.services.request_checks import require_s3_uri, require_unique_tag_keys
+from api.services.resource_tags import tag_new_resource
 from api.services.sagemaker_models import model_not_found
 from api.shapes.optimization_jobs import CreateOptimizationJobRequest, ListOptimizationJobsRequest
 from api.wire.validation import ConstraintViolation
@@ -41,7 +42,7 @@ from db.optimization_jobs import (
     transition_optimization_job,
 )
 from db.resource_tag import ResourceTag
-from db.resource_tags import delete_resource_tags, list_resource_tags, set_resource_tags
+from db.resource_tags import delete_resource_tags, list_resource_tags
 from db.sagemaker_models import get_sagemaker_model_by_name
 
 logger = logging.getLogger(__name__)
@@ -181,13 +182,7 @@ def create_job(
             "Optimization job names must be unique within an AWS account and region, and an optimization "
             f"job with this name already exists ({arn})."
         ) from None
-    if request.tags:
-        set_resource_tags(
-            session,
-            account_id=principal.account_id,
-            resource_arn=arn,
-            tags=[(tag.key, tag.value) for tag in request.tags],
-        )
+    tag_new_resource(session, principal=principal, arn=arn, tags=request.tags)
     session.commit()
     _enqueue(session, job, dispatcher)
     return job

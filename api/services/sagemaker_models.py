@@ -11,12 +11,13 @@ from api.errors import ValidationException
 from api.pagination import encode_next_token
 from api.services.listing import page_request
 from api.services.request_checks import require_unique_tag_keys
+from api.services.resource_tags import tag_new_resource
 from api.shapes.sagemaker_models import ContainerDefinition, CreateModelInput, ListModelsInput
 from db.arns import sagemaker_model_arn
 from db.errors import NameAlreadyExistsError
 from db.listing import TimeRange
 from db.resource_tag import ResourceTag
-from db.resource_tags import delete_resource_tags, list_resource_tags, set_resource_tags
+from db.resource_tags import delete_resource_tags, list_resource_tags
 from db.sagemaker_model import SageMakerModel
 from db.sagemaker_models import (
     create_sagemaker_model,
@@ -102,13 +103,7 @@ def create_model(session: Session, *, principal: Principal, request: CreateModel
         )
     except NameAlreadyExistsError:
         raise ValidationException(f'Cannot create already existing model "{arn}".') from None
-    if request.tags:
-        set_resource_tags(
-            session,
-            account_id=principal.account_id,
-            resource_arn=arn,
-            tags=[(tag.key, tag.value) for tag in request.tags],
-        )
+    tag_new_resource(session, principal=principal, arn=arn, tags=request.tags)
     session.commit()
     return model
 
