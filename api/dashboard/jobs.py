@@ -15,9 +15,9 @@ from api.dashboard.published_results import read_job_results
 from api.dashboard.shapes import DashboardJobList, JobResults, TrainingCurve, TrainingPointShape
 from api.deps import PrincipalDep, ReadSessionDep, SettingsDep
 from api.errors import ResourceNotFound, ValidationException, error_responses
-from api.rest.common import build_request
+from api.rest.common import JobInPathDep, build_request
 from api.services import optimization_jobs as service
-from api.shapes.optimization_jobs import DescribeOptimizationJobRequest, ListOptimizationJobsRequest
+from api.shapes.optimization_jobs import ListOptimizationJobsRequest
 from db.training_points import list_training_points
 from db.types import utc_now
 
@@ -71,9 +71,7 @@ def list_dashboard_jobs(
     responses=error_responses(ValidationException, ResourceNotFound),
     response_model_exclude_none=True,
 )
-def get_training_curve(name: str, session: ReadSessionDep, principal: PrincipalDep) -> TrainingCurve:
-    request = build_request(DescribeOptimizationJobRequest, {"OptimizationJobName": name})
-    job = service.get_job(session, principal=principal, name=request.optimization_job_name)
+def get_training_curve(job: JobInPathDep, session: ReadSessionDep) -> TrainingCurve:
     points = list_training_points(session, job_id=job.id, max_points=MAX_CURVE_POINTS)
     return TrainingCurve(
         points=[
@@ -96,9 +94,5 @@ def get_training_curve(name: str, session: ReadSessionDep, principal: PrincipalD
     responses=error_responses(ValidationException, ResourceNotFound),
     response_model_exclude_none=True,
 )
-def get_job_results(
-    name: str, session: ReadSessionDep, principal: PrincipalDep, settings: SettingsDep
-) -> JobResults:
-    request = build_request(DescribeOptimizationJobRequest, {"OptimizationJobName": name})
-    job = service.get_job(session, principal=principal, name=request.optimization_job_name)
+def get_job_results(job: JobInPathDep, settings: SettingsDep) -> JobResults:
     return read_job_results(job, settings=settings)

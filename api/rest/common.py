@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
+from fastapi import Depends
 from pydantic import ValidationError
 
+from api.deps import PrincipalDep, ReadSessionDep
 from api.errors import aws_error_from_pydantic
+from api.services import optimization_jobs
 from api.shapes.base import AwsRequest, AwsShape
+from api.shapes.optimization_jobs import DescribeOptimizationJobRequest
+from db.optimization_job import OptimizationJob
 
 RequestT = TypeVar("RequestT", bound=AwsRequest)
 
@@ -23,3 +28,15 @@ def build_request(model: type[RequestT], members: dict[str, Any]) -> RequestT:
         return model.model_validate(present)
     except ValidationError as error:
         raise aws_error_from_pydantic(error.errors()) from None
+
+
+def job_in_path(name: str, session: ReadSessionDep, principal: PrincipalDep) -> OptimizationJob:
+    """The caller's job named by ``{name}``, the name checked as DescribeOptimizationJob checks it.
+
+    Routes that also take ``ReadSessionDep`` get the same session (FastAPI caches it per request).
+    """
+    request = build_request(DescribeOptimizationJobRequest, {"OptimizationJobName": name})
+    return optimization_jobs.get_job(session, principal=principal, name=request.optimization_job_name)
+
+
+JobInPathDep = Annotated[OptimizationJob, Depends(job_in_path)]

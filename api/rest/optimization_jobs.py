@@ -14,14 +14,13 @@ from api.errors import (
     ValidationException,
     error_responses,
 )
-from api.rest.common import EmptyResponse, build_request
+from api.rest.common import EmptyResponse, JobInPathDep, build_request
 from api.services import optimization_jobs as service
 from api.shapers.optimization_jobs import optimization_job_detail, summarize_optimization_job
 from api.shapes.optimization_jobs import (
     CreateOptimizationJobRequest,
     CreateOptimizationJobResponse,
     DeleteOptimizationJobRequest,
-    DescribeOptimizationJobRequest,
     ListOptimizationJobsRequest,
     ListOptimizationJobsResponse,
     OptimizationJobDetail,
@@ -111,11 +110,7 @@ def create_optimization_job(
     responses=error_responses(ValidationException, ResourceNotFound),
     response_model_exclude_none=True,
 )
-def describe_optimization_job(
-    name: str, session: ReadSessionDep, principal: PrincipalDep
-) -> OptimizationJobDetail:
-    request = build_request(DescribeOptimizationJobRequest, {"OptimizationJobName": name})
-    job = service.get_job(session, principal=principal, name=request.optimization_job_name)
+def describe_optimization_job(job: JobInPathDep, session: ReadSessionDep) -> OptimizationJobDetail:
     events, tags = service.get_job_history(session, job=job)
     return optimization_job_detail(job, events=events, tags=tags, now=utc_now())
 
