@@ -16,6 +16,7 @@ is not a constraint violation but a SerializationException, as in AWS.
 from __future__ import annotations
 
 import math
+from collections.abc import Sized
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -175,11 +176,7 @@ class ShapeValidator:
     def _check_list(
         self, shape: dict[str, Any], value: Any, path: str, out: list[ConstraintViolation]
     ) -> None:
-        if not isinstance(value, list):
-            raise ShapeTypeError(path, value, "a list")
-        out.extend(
-            ConstraintViolation(path, value, failure) for failure in _length_failures(shape, len(value))
-        )
+        out.extend(_collection_violations(shape, value, path, expected=list, what="a list"))
         item_shape_name = shape["member"]["shape"]
         item_shape = self._model.shape(item_shape_name)
         if item_shape["type"] in ("structure", "list", "map"):
@@ -204,11 +201,7 @@ class ShapeValidator:
     def _check_map(
         self, shape: dict[str, Any], value: Any, path: str, out: list[ConstraintViolation]
     ) -> None:
-        if not isinstance(value, dict):
-            raise ShapeTypeError(path, value, "a map")
-        out.extend(
-            ConstraintViolation(path, value, failure) for failure in _length_failures(shape, len(value))
-        )
+        out.extend(_collection_violations(shape, value, path, expected=dict, what="a map"))
         key_shape = self._model.shape(shape["key"]["shape"])
         value_shape = self._model.shape(shape["value"]["shape"])
         key_failures = _unique(f for key in value for f in self._element_failures(key_shape, key, path))
@@ -265,6 +258,15 @@ class ShapeValidator:
                 raise ShapeTypeError(path, value, "a Timestamp (epoch seconds or ISO-8601)")
             return []
         raise ShapeTypeError(path, value, kind)
+
+
+def _collection_violations(
+    shape: dict[str, Any], value: Any, path: str, *, expected: type[Sized], what: str
+) -> list[ConstraintViolation]:
+    """A list's or map's own checks: the wrong JSON type raises, a size outside min/max is reported."""
+    if not isinstance(value, expected):
+        raise ShapeTypeError(path, value, what)
+    return [ConstraintViolation(path, value, failure) for failure in _length_failures(shape, len(value))]
 
 
 def _length_failures(shape: dict[str, Any], length: int) -> list[str]:
