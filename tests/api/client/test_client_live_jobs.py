@@ -14,15 +14,12 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import WaiterError
-from sqlalchemy.orm import Session, sessionmaker
 
 from api.client import (
     ChecksumMismatchError,
@@ -36,43 +33,16 @@ from api.client import (
     install_waiters,
     wait_for_job,
 )
-from api.stack.seaweedfs import S3Endpoint
-from db.settings import Settings
-from tests.api.client.client_stack import ClientStack, running_client_stack
+from tests.api.client.client_stack import ClientStack
 from tests.factories.accounts import AccountCredentials
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.fixtures.live_server import LiveServer
-from tests.worker.tiny_inputs import write_tiny_target
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 WAITER = "optimization_job_completed_or_stopped"
 JOB_TIMEOUT_SECONDS = 180
 AWS_CLI = Path(sys.executable).with_name("aws")
-
-
-@pytest.fixture(scope="module")
-def stack(
-    worker_settings: Settings,
-    worker_session_factory: sessionmaker[Session],
-    seaweedfs: S3Endpoint,
-    smollm2_dir: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[ClientStack]:
-    tmp = tmp_path_factory.mktemp("client-stack")
-    s3 = seaweedfs.client()
-    bucket = f"client-{uuid.uuid4().hex[:16]}"
-    s3.create_bucket(Bucket=bucket)
-    target_dir = write_tiny_target(smollm2_dir, tmp / "tiny-target")
-    with running_client_stack(
-        worker_settings=worker_settings,
-        session_factory=worker_session_factory,
-        s3=s3,
-        bucket=bucket,
-        target_dir=target_dir,
-        tmp=tmp,
-    ) as running:
-        yield running
 
 
 @dataclass(frozen=True)
@@ -86,18 +56,18 @@ class CompletedJob:
 
 
 @pytest.fixture(scope="module")
-def completed(stack: ClientStack) -> CompletedJob:
+def completed(client_stack: ClientStack) -> CompletedJob:
     """One real job, watched from creation to COMPLETED by the botocore waiter (in a thread)
     and by wait_for_job (here) at the same time."""
-    client = stack.client()
-    name = stack.create_job()
+    client = client_stack.client()
+    name = client_stack.create_job()
     status_at_start = client.describe_optimization_job(OptimizationJobName=name)["OptimizationJobStatus"]
     outcome: dict[str, Any] = {"error": None}
 
     def run_waiter() -> None:
         started = time.monotonic()
         try:
-            stack.client().get_waiter(WAITER).wait(
+            client_stack.client().get_waiter(WAITER).wait(
                 OptimizationJobName=name, WaiterConfig={"Delay": 1, "MaxAttempts": JOB_TIMEOUT_SECONDS}
             )
         except BaseException as error:
@@ -124,13 +94,13 @@ def completed(stack: ClientStack) -> CompletedJob:
 
 
 @pytest.fixture(scope="module")
-def failed_job(stack: ClientStack) -> str:
+def failed_job(client_stack: ClientStack) -> str:
     """A job whose ModelSource prefix is empty: validation fails it within a second or two."""
-    return stack.create_job(model_uri=f"s3://{stack.bucket}/models/nothing-here/")
+    return client_stack.create_job(model_uri=f"s3://{client_stack.bucket}/models/nothing-here/")
 
 
-def stop_and_wait(stack: ClientStack, name: str) -> None:
-    client = stack.client()
+def stop_and_wait(client_stack: ClientStack, name: str) -> None:
+    client = client_stack.client()
     client.stop_optimization_job(OptimizationJobName=name)
     client.get_waiter(WAITER).wait(OptimizationJobName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
 
@@ -145,12 +115,14 @@ def test_waiter_waits_for_a_running_job_until_it_completes(completed: CompletedJ
     assert completed.description["OptimizationJobStatus"] == "COMPLETED"
 
 
-def test_waiter_fails_on_a_failed_job_with_its_failure_reason(stack: ClientStack, failed_job: str) -> None:
+def test_waiter_fails_on_a_failed_job_with_its_failure_reason(
+    client_stack: ClientStack, failed_job: str
+) -> None:
     with pytest.raises(OptimizationJobWaiterError) as caught:
-        stack.client().get_waiter(WAITER).wait(
+        client_stack.client().get_waiter(WAITER).wait(
             OptimizationJobName=failed_job, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
         )
-    reason = stack.client().describe_optimization_job(OptimizationJobName=failed_job)["FailureReason"]
+    reason = client_stack.client().describe_optimization_job(OptimizationJobName=failed_job)["FailureReason"]
     assert reason
     assert isinstance(caught.value, WaiterError)  # callers catching botocore's error still do
     assert f"optimization job {failed_job!r} FAILED: {reason}" in str(caught.value)
@@ -158,18 +130,20 @@ def test_waiter_fails_on_a_failed_job_with_its_failure_reason(stack: ClientStack
     assert caught.value.last_response["OptimizationJobStatus"] == "FAILED"
 
 
-def test_waiter_fails_at_once_for_an_unknown_job(stack: ClientStack) -> None:
+def test_waiter_fails_at_once_for_an_unknown_job(client_stack: ClientStack) -> None:
     started = time.monotonic()
     with pytest.raises(OptimizationJobWaiterError, match=r"no optimization job named 'no-such-job'"):
-        stack.client().get_waiter(WAITER).wait(
+        client_stack.client().get_waiter(WAITER).wait(
             OptimizationJobName="no-such-job", WaiterConfig={"Delay": 5, "MaxAttempts": 10}
         )
     assert time.monotonic() - started < 5  # ResourceNotFound is terminal: no retry
 
 
-def test_waiter_times_out_per_its_config_then_succeeds_once_the_job_is_stopped(stack: ClientStack) -> None:
-    name = stack.create_job()
-    client = stack.client()
+def test_waiter_times_out_per_its_config_then_succeeds_once_the_job_is_stopped(
+    client_stack: ClientStack,
+) -> None:
+    name = client_stack.create_job()
+    client = client_stack.client()
     started = time.monotonic()
     with pytest.raises(
         OptimizationJobWaiterError, match=r"Max attempts exceeded.*is still (STARTING|INPROGRESS)"
@@ -177,8 +151,8 @@ def test_waiter_times_out_per_its_config_then_succeeds_once_the_job_is_stopped(s
         client.get_waiter(WAITER).wait(OptimizationJobName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 2})
     assert 1 <= time.monotonic() - started < 5  # two attempts, one delay between them
     with pytest.raises(OptimizationJobNotFinishedError, match=rf"'{name}' is (STARTING|INPROGRESS): results"):
-        download_results(client, name, "unused", s3_endpoint_url=stack.s3_endpoint_url)
-    stop_and_wait(stack, name)  # success on STOPPED
+        download_results(client, name, "unused", s3_endpoint_url=client_stack.s3_endpoint_url)
+    stop_and_wait(client_stack, name)  # success on STOPPED
     assert client.describe_optimization_job(OptimizationJobName=name)["OptimizationJobStatus"] == "STOPPED"
 
 
@@ -197,19 +171,19 @@ def test_wait_for_job_shows_stages_and_progress_and_returns_the_final_descriptio
     assert completed.description["OutputConfig"]["S3OutputLocation"].startswith("s3://")
 
 
-def test_wait_for_job_raises_the_failure_reason(stack: ClientStack, failed_job: str) -> None:
+def test_wait_for_job_raises_the_failure_reason(client_stack: ClientStack, failed_job: str) -> None:
     with pytest.raises(OptimizationJobFailedError) as caught:
-        wait_for_job(stack.client(), failed_job, progress=False, poll_seconds=0.5, timeout_seconds=60)
+        wait_for_job(client_stack.client(), failed_job, progress=False, poll_seconds=0.5, timeout_seconds=60)
     assert caught.value.failure_reason
     assert str(caught.value) == f"optimization job {failed_job!r} FAILED: {caught.value.failure_reason}"
     assert caught.value.description["OptimizationJobStatus"] == "FAILED"
 
 
-def test_wait_for_job_names_an_unknown_job(stack: ClientStack) -> None:
+def test_wait_for_job_names_an_unknown_job(client_stack: ClientStack) -> None:
     with pytest.raises(
         OptimizationJobNotFoundError, match=r"no optimization job named 'no-such-job' at http"
     ):
-        wait_for_job(stack.client(), "no-such-job", progress=False)
+        wait_for_job(client_stack.client(), "no-such-job", progress=False)
 
 
 def test_ctrl_c_leaves_the_job_running_and_says_how_to_stop_it(
@@ -239,16 +213,16 @@ def test_ctrl_c_leaves_the_job_running_and_says_how_to_stop_it(
 
 
 def test_cli_waiter_after_install_waits_for_completed_and_fails_on_failed(
-    stack: ClientStack, completed: CompletedJob, failed_job: str, tmp_path: Path
+    client_stack: ClientStack, completed: CompletedJob, failed_job: str, tmp_path: Path
 ) -> None:
     install_waiters(tmp_path / "models")
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
         "AWS_DATA_PATH": str(tmp_path / "models"),
-        "AWS_ACCESS_KEY_ID": stack.account.access_key_id,
-        "AWS_SECRET_ACCESS_KEY": stack.account.secret_access_key,
-        "AWS_DEFAULT_REGION": stack.region,
+        "AWS_ACCESS_KEY_ID": client_stack.account.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": client_stack.account.secret_access_key,
+        "AWS_DEFAULT_REGION": client_stack.region,
         "AWS_CONFIG_FILE": str(tmp_path / "no-config"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"),
     }
@@ -263,7 +237,7 @@ def test_cli_waiter_after_install_waits_for_completed_and_fails_on_failed(
                 "--optimization-job-name",
                 name,
                 "--endpoint-url",
-                stack.api_url,
+                client_stack.api_url,
             ],
             env=env,
             capture_output=True,
@@ -284,11 +258,11 @@ def test_cli_waiter_after_install_waits_for_completed_and_fails_on_failed(
 
 
 def test_download_results_verifies_every_file_and_reads_the_benchmark_table(
-    stack: ClientStack, completed: CompletedJob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    client_stack: ClientStack, completed: CompletedJob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The S3 endpoint is discovered the way a user's would be, from the environment.
-    monkeypatch.setenv("EAGLENEST_S3_ENDPOINT_URL", stack.s3_endpoint_url)
-    results = download_results(stack.client(), completed.name, tmp_path / "results")
+    monkeypatch.setenv("EAGLENEST_S3_ENDPOINT_URL", client_stack.s3_endpoint_url)
+    results = download_results(client_stack.client(), completed.name, tmp_path / "results")
 
     assert results.lineage["job"]["arn"] == completed.description["OptimizationJobArn"]
     listed = {entry["path"]: entry for entry in results.lineage["outputs"]}
@@ -317,34 +291,40 @@ def test_download_results_verifies_every_file_and_reads_the_benchmark_table(
 
 
 def test_download_reports_a_corrupted_object_by_name(
-    stack: ClientStack, completed: CompletedJob, tmp_path: Path
+    client_stack: ClientStack, completed: CompletedJob, tmp_path: Path
 ) -> None:
     bucket, _, prefix = (
         completed.description["OutputConfig"]["S3OutputLocation"].removeprefix("s3://").partition("/")
     )
     key = prefix.rstrip("/") + "/benchmark/results.csv"
-    original = stack.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    stack.s3.put_object(Bucket=bucket, Key=key, Body=original + b"tampered\n")
+    original = client_stack.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    client_stack.s3.put_object(Bucket=bucket, Key=key, Body=original + b"tampered\n")
     try:
         with pytest.raises(
             ChecksumMismatchError, match=r"checksum mismatch in benchmark/results\.csv under"
         ) as caught:
-            download_results(stack.client(), completed.name, tmp_path, s3_endpoint_url=stack.s3_endpoint_url)
+            download_results(
+                client_stack.client(), completed.name, tmp_path, s3_endpoint_url=client_stack.s3_endpoint_url
+            )
     finally:
-        stack.s3.put_object(Bucket=bucket, Key=key, Body=original)
+        client_stack.s3.put_object(Bucket=bucket, Key=key, Body=original)
     assert [item.path for item in caught.value.mismatches] == ["benchmark/results.csv"]
     assert caught.value.mismatches[0].actual_size == len(original) + len(b"tampered\n")
     assert not (tmp_path / "benchmark" / "results.csv").exists()  # the bad copy is not left behind
     assert not (tmp_path / "lineage.json").exists()
 
 
-def test_download_refuses_a_failed_job_and_an_unknown_one(stack: ClientStack, failed_job: str) -> None:
-    wait_for_failure = stack.client().get_waiter(WAITER)
+def test_download_refuses_a_failed_job_and_an_unknown_one(client_stack: ClientStack, failed_job: str) -> None:
+    wait_for_failure = client_stack.client().get_waiter(WAITER)
     with pytest.raises(WaiterError):
         wait_for_failure.wait(OptimizationJobName=failed_job, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
     with pytest.raises(
         OptimizationJobNotFinishedError, match=r"is FAILED: it published no results \(FailureReason"
     ):
-        download_results(stack.client(), failed_job, "unused", s3_endpoint_url=stack.s3_endpoint_url)
+        download_results(
+            client_stack.client(), failed_job, "unused", s3_endpoint_url=client_stack.s3_endpoint_url
+        )
     with pytest.raises(OptimizationJobNotFoundError, match="no optimization job named 'no-such-job'"):
-        download_results(stack.client(), "no-such-job", "unused", s3_endpoint_url=stack.s3_endpoint_url)
+        download_results(
+            client_stack.client(), "no-such-job", "unused", s3_endpoint_url=client_stack.s3_endpoint_url
+        )

@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,45 +18,18 @@ from playwright.sync_api import Browser, Page
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.client import eaglenest_client
-from api.stack.seaweedfs import S3Endpoint
 from db.accounts import delete_access_key
 from db.optimization_jobs import get_optimization_job_by_name
-from db.settings import Settings
 from db.training_points import list_training_points
-from tests.api.client.client_stack import ClientStack, running_client_stack
+from tests.api.client.client_stack import ClientStack
 from tests.api.dashboard.dashboard_browser import requires_chromium, screenshot, sign_in
 from tests.factories.accounts import AccountCredentials, create_account
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.factories.sagemaker_models import create_model_request
-from tests.worker.tiny_inputs import write_tiny_target
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, requires_chromium]
 
 JOB_TIMEOUT_SECONDS = 150
-
-
-@pytest.fixture(scope="module")
-def stack(
-    worker_settings: Settings,
-    worker_session_factory: sessionmaker[Session],
-    seaweedfs: S3Endpoint,
-    smollm2_dir: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[ClientStack]:
-    tmp = tmp_path_factory.mktemp("dashboard-stack")
-    s3 = seaweedfs.client()
-    bucket = f"dashboard-{uuid.uuid4().hex[:16]}"
-    s3.create_bucket(Bucket=bucket)
-    target_dir = write_tiny_target(smollm2_dir, tmp / "tiny-target")
-    with running_client_stack(
-        worker_settings=worker_settings,
-        session_factory=worker_session_factory,
-        s3=s3,
-        bucket=bucket,
-        target_dir=target_dir,
-        tmp=tmp,
-    ) as running:
-        yield running
 
 
 @dataclass(frozen=True)
@@ -66,16 +37,16 @@ class OtherAccount:
     credentials: AccountCredentials
     job_name: str
 
-    def client(self, stack: ClientStack) -> Any:
+    def client(self, client_stack: ClientStack) -> Any:
         return eaglenest_client(
-            stack.api_url,
-            stack.region,
+            client_stack.api_url,
+            client_stack.region,
             (self.credentials.access_key_id, self.credentials.secret_access_key),
         )
 
 
 @pytest.fixture(scope="module")
-def other_account(stack: ClientStack, worker_session_factory: sessionmaker[Session]) -> OtherAccount:
+def other_account(client_stack: ClientStack, worker_session_factory: sessionmaker[Session]) -> OtherAccount:
     """A second account with one job of its own (its model prefix is empty: it fails at once)."""
     with worker_session_factory() as session:
         credentials = create_account(session)
@@ -83,17 +54,24 @@ def other_account(stack: ClientStack, worker_session_factory: sessionmaker[Sessi
     other = OtherAccount(credentials=credentials, job_name=f"other-{uuid.uuid4().hex[:8]}")
     request = create_optimization_job_request(
         OptimizationJobName=other.job_name,
-        ModelSource={"S3": {"S3Uri": f"s3://{stack.bucket}/models/nothing-here/"}},
-        OutputConfig={"S3OutputLocation": f"s3://{stack.bucket}/other/"},
+        ModelSource={"S3": {"S3Uri": f"s3://{client_stack.bucket}/models/nothing-here/"}},
+        OutputConfig={"S3OutputLocation": f"s3://{client_stack.bucket}/other/"},
     )
     request.pop("VpcConfig")
-    other.client(stack).create_optimization_job(**request)
+    other.client(client_stack).create_optimization_job(**request)
     return other
 
 
-def sign_in_to(page: Page, stack: ClientStack, route: str = "") -> None:
-    account = stack.account
-    sign_in(page, stack.api_url, account.access_key_id, account.secret_access_key, stack.region, route=route)
+def sign_in_to(page: Page, client_stack: ClientStack, route: str = "") -> None:
+    account = client_stack.account
+    sign_in(
+        page,
+        client_stack.api_url,
+        account.access_key_id,
+        account.secret_access_key,
+        client_stack.region,
+        route=route,
+    )
 
 
 def row_status(page: Page, name: str) -> str | None:
@@ -110,14 +88,14 @@ class WatchedJob:
 
 
 @pytest.fixture(scope="module")
-def watched_job(stack: ClientStack, other_account: OtherAccount, browser: Browser) -> WatchedJob:
+def watched_job(client_stack: ClientStack, other_account: OtherAccount, browser: Browser) -> WatchedJob:
     """Sign in, then create a job and watch its row change status until COMPLETED, by polling only."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
-        sign_in_to(page, stack)
+        sign_in_to(page, client_stack)
         page.evaluate("window.__sameDocument = true")  # gone if the page reloads
-        name = stack.create_job()
+        name = client_stack.create_job()
         statuses: list[str] = []
         deadline = time.monotonic() + JOB_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
@@ -139,10 +117,10 @@ def watched_job(stack: ClientStack, other_account: OtherAccount, browser: Browse
 
 
 def test_sign_in_names_the_rejection_of_a_wrong_secret_or_an_unknown_key(
-    page: Page, stack: ClientStack
+    page: Page, client_stack: ClientStack
 ) -> None:
-    page.goto(f"{stack.api_url}/dashboard")
-    page.fill("#access-key-id", stack.account.access_key_id)
+    page.goto(f"{client_stack.api_url}/dashboard")
+    page.fill("#access-key-id", client_stack.account.access_key_id)
     page.fill("#secret-access-key", "not-the-secret")
     page.click("#sign-in")
     page.wait_for_selector("#signin-error:has-text('InvalidSignatureException')")
@@ -162,12 +140,12 @@ def test_a_new_job_appears_and_its_status_changes_without_a_reload(watched_job: 
 
 
 def test_the_session_keeps_no_secret(
-    page: Page, stack: ClientStack, worker_session_factory: sessionmaker[Session]
+    page: Page, client_stack: ClientStack, worker_session_factory: sessionmaker[Session]
 ) -> None:
     with worker_session_factory() as session:
         account = create_account(session)  # a real random secret (the dev key's is "test")
         session.commit()
-    sign_in(page, stack.api_url, account.access_key_id, account.secret_access_key, stack.region)
+    sign_in(page, client_stack.api_url, account.access_key_id, account.secret_access_key, client_stack.region)
     stored = page.evaluate("JSON.stringify(Object.assign({}, sessionStorage))")
     assert account.access_key_id in stored
     assert account.secret_access_key not in stored
@@ -175,16 +153,19 @@ def test_the_session_keeps_no_secret(
 
 
 def test_the_job_page_plots_what_the_worker_recorded_and_published(
-    page: Page, stack: ClientStack, watched_job: WatchedJob, worker_session_factory: sessionmaker[Session]
+    page: Page,
+    client_stack: ClientStack,
+    watched_job: WatchedJob,
+    worker_session_factory: sessionmaker[Session],
 ) -> None:
-    sign_in_to(page, stack, route=f"#/jobs/{watched_job.name}")
+    sign_in_to(page, client_stack, route=f"#/jobs/{watched_job.name}")
     page.wait_for_selector("#job-status[data-status='COMPLETED']")
     page.wait_for_selector("#benchmark-table")
     screenshot(page, "job-completed")
 
     with worker_session_factory() as session:
         job = get_optimization_job_by_name(
-            session, account_id=stack.account.account_id, name=watched_job.name
+            session, account_id=client_stack.account.account_id, name=watched_job.name
         )
         assert job is not None
         recorded = list_training_points(session, job_id=job.id, max_points=400)
@@ -202,7 +183,7 @@ def test_the_job_page_plots_what_the_worker_recorded_and_published(
     output = job.output_config["S3OutputLocation"]
     bucket, _, prefix = output.removeprefix("s3://").partition("/")
     results = json.loads(
-        stack.s3.get_object(Bucket=bucket, Key=f"{prefix}benchmark/results.json")["Body"].read()
+        client_stack.s3.get_object(Bucket=bucket, Key=f"{prefix}benchmark/results.json")["Body"].read()
     )
     configurations = {row["configuration"] for row in results["rows"]}
     for chart in ("Output throughput", "Time per output token"):
@@ -221,32 +202,32 @@ def test_the_job_page_plots_what_the_worker_recorded_and_published(
 
     submitted = json.loads(page.inner_text("#job-request"))
     assert submitted["OptimizationJobName"] == watched_job.name
-    assert submitted["ModelSource"] == {"S3": {"S3Uri": stack.model_uri}}
+    assert submitted["ModelSource"] == {"S3": {"S3Uri": client_stack.model_uri}}
     history = page.inner_text("#job-events")
     assert "STARTING" in history
     assert "COMPLETED" in history
 
 
 def test_stop_from_the_job_page_reaches_stopped_and_delete_errors_are_shown(
-    page: Page, stack: ClientStack, watched_job: WatchedJob
+    page: Page, client_stack: ClientStack, watched_job: WatchedJob
 ) -> None:
     request = create_optimization_job_request(
-        ModelSource={"S3": {"S3Uri": stack.model_uri}},
+        ModelSource={"S3": {"S3Uri": client_stack.model_uri}},
         OptimizationEnvironment={"EAGLE_TRAIN_MAX_MINUTES": "5", "EAGLE_NUM_SPECULATIVE_TOKENS": "3"},
         OptimizationConfigs=[
             {
                 "ModelSpeculativeDecodingConfig": {
                     "Technique": "EAGLE",
-                    "TrainingDataSource": {"S3Uri": stack.data_uri, "S3DataType": "S3Prefix"},
+                    "TrainingDataSource": {"S3Uri": client_stack.data_uri, "S3DataType": "S3Prefix"},
                 }
             }
         ],
-        OutputConfig={"S3OutputLocation": f"s3://{stack.bucket}/stopped/"},
+        OutputConfig={"S3OutputLocation": f"s3://{client_stack.bucket}/stopped/"},
     )
     request.pop("VpcConfig")
     name = request["OptimizationJobName"]
-    stack.client().create_optimization_job(**request)
-    sign_in_to(page, stack, route=f"#/jobs/{name}")
+    client_stack.client().create_optimization_job(**request)
+    sign_in_to(page, client_stack, route=f"#/jobs/{name}")
     page.wait_for_selector("#job-status[data-status='INPROGRESS']", timeout=60_000)
 
     page.click("#delete-job")
@@ -260,7 +241,7 @@ def test_stop_from_the_job_page_reaches_stopped_and_delete_errors_are_shown(
     page.wait_for_selector("#job-status[data-status='STOPPED']", timeout=60_000)
     screenshot(page, "job-stopped")
     assert (
-        stack.client().describe_optimization_job(OptimizationJobName=name)["OptimizationJobStatus"]
+        client_stack.client().describe_optimization_job(OptimizationJobName=name)["OptimizationJobStatus"]
         == "STOPPED"
     )
 
@@ -272,32 +253,32 @@ def test_stop_from_the_job_page_reaches_stopped_and_delete_errors_are_shown(
 
 
 def test_another_accounts_jobs_and_models_never_show(
-    page: Page, stack: ClientStack, other_account: OtherAccount, watched_job: WatchedJob
+    page: Page, client_stack: ClientStack, other_account: OtherAccount, watched_job: WatchedJob
 ) -> None:
-    stack.client().create_model(**create_model_request(ModelName=f"dash-{uuid.uuid4().hex[:8]}"))
+    client_stack.client().create_model(**create_model_request(ModelName=f"dash-{uuid.uuid4().hex[:8]}"))
     assert other_account.job_name not in watched_job.page_text
 
     other = other_account.credentials
-    sign_in(page, stack.api_url, other.access_key_id, other.secret_access_key, stack.region)
+    sign_in(page, client_stack.api_url, other.access_key_id, other.secret_access_key, client_stack.region)
     page.wait_for_selector(f'tr[data-job="{other_account.job_name}"]')
     names = page.locator("#jobs-body tr")
     assert [names.nth(i).get_attribute("data-job") for i in range(names.count())] == [other_account.job_name]
     screenshot(page, "other-account-jobs")
 
-    page.goto(f"{stack.api_url}/dashboard#/jobs/{watched_job.name}")
+    page.goto(f"{client_stack.api_url}/dashboard#/jobs/{watched_job.name}")
     page.wait_for_selector(f"#job-summary:has-text('No optimization job named {watched_job.name}')")
 
-    page.goto(f"{stack.api_url}/dashboard#/models")
+    page.goto(f"{client_stack.api_url}/dashboard#/models")
     page.wait_for_selector("#models-state:has-text('No models registered')")
     assert page.locator("#models-body tr").count() == 0
 
 
 def test_the_models_page_shows_data_sources_and_the_eagle_model_channel(
-    page: Page, stack: ClientStack
+    page: Page, client_stack: ClientStack
 ) -> None:
     request = create_model_request(ModelName=f"dash-{uuid.uuid4().hex[:8]}")
-    stack.client().create_model(**request)
-    sign_in_to(page, stack, route="#/models")
+    client_stack.client().create_model(**request)
+    sign_in_to(page, client_stack, route="#/models")
     row = page.locator(f'tr[data-model="{request["ModelName"]}"]')
     row.wait_for()
     text = row.inner_text()
@@ -309,9 +290,9 @@ def test_the_models_page_shows_data_sources_and_the_eagle_model_channel(
 
 
 def test_api_down_and_rejected_signatures_are_shown_and_cleared(
-    page: Page, stack: ClientStack, worker_session_factory: sessionmaker[Session]
+    page: Page, client_stack: ClientStack, worker_session_factory: sessionmaker[Session]
 ) -> None:
-    sign_in_to(page, stack)
+    sign_in_to(page, client_stack)
     page.route("**/dashboard/api/**", lambda route: route.abort("connectionrefused"))
     page.wait_for_selector("#banner[data-kind='network']:has-text('API unreachable')")
     screenshot(page, "api-down")
@@ -323,7 +304,7 @@ def test_api_down_and_rejected_signatures_are_shown_and_cleared(
         doomed = create_account(session)
         session.commit()
     page.click("#sign-out")
-    sign_in(page, stack.api_url, doomed.access_key_id, doomed.secret_access_key, stack.region)
+    sign_in(page, client_stack.api_url, doomed.access_key_id, doomed.secret_access_key, client_stack.region)
     with worker_session_factory() as session:
         assert delete_access_key(session, access_key_id=doomed.access_key_id)
         session.commit()
