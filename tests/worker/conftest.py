@@ -3,7 +3,6 @@ tiny real inputs (a target model with SmolLM2's tokenizer, an existing EAGLE hea
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,41 +12,19 @@ import pytest
 from botocore.config import Config
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.stack.ports import free_port
-from api.stack.processes import ManagedProcess, ProcessSpec
-from api.stack.readiness import http_ok, wait_until_ready
 from db.session import session_scope
 from tests.factories.accounts import AccountCredentials, create_account
+from tests.fixtures.api_process import launch_api_process
 from tests.worker.stalled_server import StalledServer
 from tests.worker.tiny_inputs import write_tiny_head, write_tiny_target
 from tests.worker.worker_jobs import WorkerJobs
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
 def worker_api_url(worker_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`eaglenest api` in its own process, on the worker tests' database and queue.
-
-    A separate process, as in production: ``worker.dispatch`` reads the queue from the
-    process's EAGLENEST_* settings, and the session-wide live server's settings point at the
-    api tests' queue and database, which a worker started here must not consume.
-    """
-    port = free_port()
-    process = ManagedProcess(
-        ProcessSpec(
-            name="api",
-            argv=[sys.executable, "-m", "api.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
-            env=worker_env,
-            log_path=tmp_path_factory.mktemp("worker-api") / "api.log",
-            cwd=PROJECT_ROOT,
-            stop_timeout_seconds=5,
-        )
-    )
-    process.start()
-    url = f"http://127.0.0.1:{port}"
+    """`eaglenest api` in its own process, on the worker tests' database and queue."""
+    url, process = launch_api_process(worker_env, tmp_path_factory.mktemp("worker-api") / "api.log")
     try:
-        wait_until_ready(http_ok(f"{url}/healthz"), what="api", process=process, timeout_seconds=60)
         yield url
     finally:
         process.stop()

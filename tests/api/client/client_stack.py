@@ -8,7 +8,6 @@ module's worker consumes.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,19 +20,17 @@ from botocore.config import Config
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.client import eaglenest_client
-from api.stack.ports import free_port
-from api.stack.processes import ManagedProcess, ProcessSpec
-from api.stack.readiness import http_ok, wait_until_ready
+from api.stack.processes import ManagedProcess
 from db.account import DEV_ACCOUNT_ID
 from db.accounts import DEV_ACCESS_KEY_ID, DEV_SECRET_ACCESS_KEY, ensure_dev_access_key
 from db.session import session_scope
 from db.settings import Settings
 from tests.factories.accounts import AccountCredentials
 from tests.factories.optimization_jobs import create_optimization_job_request
+from tests.fixtures.api_process import launch_api_process
 from tests.fixtures.worker import TEST_REDIS_URL, launch_celery_worker, settings_as_env
 from tests.worker.tiny_inputs import sharegpt_jsonl, upload_directory
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
 # One optimizer step and a two-prompt benchmark: a whole job takes about ten seconds.
 QUICK_TRAINING = {"EAGLE_TRAIN_MAX_MINUTES": "0.05", "EAGLE_NUM_SPECULATIVE_TOKENS": "3"}
 
@@ -103,7 +100,7 @@ def running_client_stack(
             access_key_id=DEV_ACCESS_KEY_ID,
             secret_access_key=DEV_SECRET_ACCESS_KEY,
         )
-    api = _start_api(settings, tmp / "api.log")
+    api = launch_api_process(settings_as_env(settings), tmp / "api.log")
     try:
         worker = launch_celery_worker(settings, tmp / "worker.log", "client-tests")
         try:
@@ -126,25 +123,3 @@ def running_client_stack(
         redis.Redis.from_url(TEST_REDIS_URL).delete(
             queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}"
         )
-
-
-def _start_api(settings: Settings, log_path: Path) -> tuple[str, ManagedProcess]:
-    port = free_port()
-    process = ManagedProcess(
-        ProcessSpec(
-            name="api",
-            argv=[sys.executable, "-m", "api.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
-            env=settings_as_env(settings),
-            log_path=log_path,
-            cwd=PROJECT_ROOT,
-            stop_timeout_seconds=5,
-        )
-    )
-    process.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_ready(http_ok(f"{url}/healthz"), what="api", process=process, timeout_seconds=60)
-    except BaseException:
-        process.stop()
-        raise
-    return url, process
