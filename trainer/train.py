@@ -32,7 +32,7 @@ from trainer.data.vocab import DraftVocab, build_draft_vocab
 from trainer.eagle.batch_runner import BatchRunner, TrainOrder
 from trainer.eagle.batching import Batch, plan_batches
 from trainer.eagle.budget_clock import budget_clock
-from trainer.eagle.capture import check_supported, input_embedding_weight
+from trainer.eagle.capture import check_supported, decoder_layers, input_embedding_weight
 from trainer.eagle.checkpoint import (
     best_checkpoint,
     latest_checkpoint,
@@ -40,7 +40,7 @@ from trainer.eagle.checkpoint import (
     load_head_weights,
     save_checkpoint,
 )
-from trainer.eagle.config import Eagle3HeadConfig
+from trainer.eagle.config import Eagle3HeadConfig, default_aux_layer_ids
 from trainer.eagle.data import (
     PREPARED_DIR,
     PreparedData,
@@ -130,6 +130,11 @@ def train(  # noqa: PLR0912, PLR0915
             regenerate_deadline=regenerate_deadline,
             regenerate_bf16=_use_bf16(config.compute_dtype),
             clock=clock,
+            # A fine-tuned head keeps its own layers, known once it is loaded: its features
+            # come from the training pass instead.
+            feature_layers=None
+            if config.init_head_dir is not None
+            else list(config.aux_layer_ids or default_aux_layer_ids(len(decoder_layers(target)))),
         )
         if not data.stopped:
             save_prepared(out_dir, data, fingerprint)
@@ -187,6 +192,13 @@ def train(  # noqa: PLR0912, PLR0915
         autocast_bf16=use_bf16,
         clock=clock,
     )
+    # Features recorded while distilling go straight into the cache, so the schedule plans
+    # those batches as cached.
+    adopted = runner.adopt_recorded_features(
+        [(f"train-{i}", b) for i, b in enumerate(order.batches)], data.train
+    )
+    runner.adopt_recorded_features([(f"eval-{i}", b) for i, b in enumerate(eval_batches)], data.eval)
+    logger.info("%d of %d training batches use features recorded while distilling", adopted, len(order))
     step_cap = max(1, math.ceil(config.epochs * len(order)))
     if config.max_steps is not None:
         step_cap = min(step_cap, config.max_steps)

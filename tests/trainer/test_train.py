@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -243,8 +245,9 @@ def test_data_without_assistant_turns_is_a_clear_error(llama_dir: Path, tmp_path
 
 
 def test_regeneration_replaces_answers_with_the_targets_own(
-    llama_dir: Path, data: Path, tmp_path: Path
+    llama_dir: Path, data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="trainer.train")
     result = train(
         config(
             llama_dir,
@@ -263,6 +266,10 @@ def test_regeneration_replaces_answers_with_the_targets_own(
     answers = [json.loads(line)["conversations"][1]["value"] for line in regenerated]
     assert len(answers) == 8
     assert not set(answers) & original
+    # No second target pass: every batch trains on the features recorded while generating.
+    adopted = re.search(r"(\d+) of (\d+) training batches use features recorded", caplog.text)
+    assert adopted is not None
+    assert adopted.group(1) == adopted.group(2) != "0"
 
 
 @pytest.mark.slow

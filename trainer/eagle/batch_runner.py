@@ -15,6 +15,7 @@ from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.batching import Batch, BatchTensors, collate, epoch_order
 from trainer.eagle.budget_clock import Clock
 from trainer.eagle.features import FeatureCache, TargetFeatures, TargetTeacher
+from trainer.eagle.generation_features import collate_features
 from trainer.eagle.model import Eagle3DraftModel
 from trainer.eagle.reporting import EvalMetrics, acceptance_length_estimate
 from trainer.eagle.schedule import StepTimer
@@ -87,13 +88,26 @@ class BatchRunner:
         final = hidden * torch.empty((), dtype=self.teacher.final_dtype).element_size()
         return aux + final + 8  # + the int64 argmax
 
+    def adopt_recorded_features(
+        self, keyed_batches: Sequence[tuple[str, Batch]], samples: Sequence[TokenizedConversation]
+    ) -> int:
+        """Cache the features recorded during distillation for these batches; returns how many."""
+        adopted = 0
+        for key, batch in keyed_batches:
+            features = collate_features(samples, batch.sample_indices, batch.length)
+            if features is not None and self.cache.put(key, features):
+                adopted += 1
+        return adopted
+
     def features(
         self, key: str, samples: Sequence[TokenizedConversation], batch: Batch
     ) -> tuple[BatchTensors, TargetFeatures]:
         """The batch's tensors and target features (from the cache, or computed and cached)."""
         tensors = collate(samples, batch, pad_id=self.pad_id)
-        features = self.cache.get(key)
-        if features is None:
+        features = self.cache.get(key) or collate_features(samples, batch.sample_indices, batch.length)
+        if features is not None:
+            self.cache.put(key, features)
+        else:
             began = self.clock()
             features = self.teacher.features(
                 tensors.input_ids, tensors.attention_mask, needed=teacher_positions(tensors.loss_mask)

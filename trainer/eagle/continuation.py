@@ -17,14 +17,16 @@ alone: the earlier turns are someone else's words, which the head never has to d
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.data.schema import Conversation, Message
-from trainer.data.tokenize import ChatTemplateError, TokenizedConversation, render_chat
+from trainer.data.tokenize import ChatTemplateError, render_chat
+from trainer.eagle.generation_features import FeaturedSample, GenerationRecorder, SampleFeatures
 
 
 @dataclass
@@ -39,7 +41,7 @@ class Context:
 @dataclass
 class ContinuationResult:
     conversations: list[Conversation]  # context + the target's reply, in input order
-    samples: list[TokenizedConversation]  # prompt ids + reply ids (+ stop token), loss on the reply
+    samples: list[FeaturedSample]  # prompt ids + reply ids (+ stop token), loss on the reply
     generated_tokens: int
     stopped: bool  # should_stop() ended the run early
     cut_at_max_new_tokens: int
@@ -100,8 +102,10 @@ def _generate(
     max_new_tokens: int,
     temperature: float,
     top_p: float,
-) -> list[tuple[list[int], int | None]]:
-    """(reply tokens without the stop token, the stop token or None when cut at max_new_tokens) per prompt."""
+    recorder: GenerationRecorder | None = None,
+) -> list[tuple[list[int], int | None, SampleFeatures | None]]:
+    """(reply tokens without the stop token, the stop token or None when cut at
+    max_new_tokens, the recorded features of prompt + reply when ``recorder``) per prompt."""
     width = max(len(ids) for ids in prompts)
     # Left padding keeps every prompt's last token in the final column, where generation continues.
     input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in prompts], dtype=torch.long)
@@ -114,19 +118,47 @@ def _generate(
         else {"do_sample": False}
     )
     generate: Any = model.generate  # mixed into every causal LM class, not declared on PreTrainedModel
-    output = generate(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        max_new_tokens=max_new_tokens,
-        eos_token_id=stop_ids,
-        pad_token_id=pad_id,
-        **sampling,
-    )
-    replies: list[tuple[list[int], int | None]] = []
-    for row in output[:, width:].tolist():
+    argmax = _ArgmaxRecorder()
+    with recorder or nullcontext():
+        output = generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=stop_ids,
+            pad_token_id=pad_id,
+            logits_processor=LogitsProcessorList([argmax]) if recorder else None,
+            **sampling,
+        )
+    replies: list[tuple[list[int], int | None, SampleFeatures | None]] = []
+    for index, row in enumerate(output[:, width:].tolist()):
         stop_at = next((i for i, token in enumerate(row) if token in stop_ids), None)
-        replies.append((row, None) if stop_at is None else (row[:stop_at], row[stop_at]))
+        tokens, stop_token = (row, None) if stop_at is None else (row[:stop_at], row[stop_at])
+        features = None
+        if recorder is not None:
+            prompt = len(prompts[index])
+            length = prompt + len(tokens) + (stop_token is not None)
+            # The target's greedy choice after each position from the prompt's last on: what
+            # the loss compares the draft with (the reply token itself when greedy).
+            argmax_ids = torch.zeros(length, dtype=torch.long)
+            argmax_ids[prompt - 1 : length - 1] = argmax.steps(index)[: length - prompt]
+            features = recorder.row(index, width - prompt, length, argmax_ids)
+        replies.append((tokens, stop_token, features))
     return replies
+
+
+class _ArgmaxRecorder(LogitsProcessor):
+    """Keeps the argmax of every generation step's logits (argmax is unchanged by the
+    temperature and top-p warpers, so it is the target's greedy token in any mode)."""
+
+    def __init__(self) -> None:
+        self._steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self._steps.append(scores.argmax(-1))
+        return scores
+
+    def steps(self, row: int) -> torch.Tensor:
+        return torch.stack(self._steps, dim=1)[row]
 
 
 def continue_conversations(
@@ -140,10 +172,14 @@ def continue_conversations(
     top_p: float = 1.0,
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], None] = lambda done: None,
+    feature_layers: Sequence[int] | None = None,
+    feature_dtypes: tuple[torch.dtype, torch.dtype] = (torch.bfloat16, torch.float16),
 ) -> ContinuationResult:
     """Append the target's reply to each context, ``batch_size`` at a time, in the given order.
 
     ``should_stop`` is checked before every batch; the replies done so far are returned.
+    With ``feature_layers`` (aux layer ids) each sample carries the target features
+    recorded during generation (aux states and final hidden in ``feature_dtypes``).
     """
     stop_ids = _stop_ids(model, tokenizer)
     pad_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else stop_ids[0]
@@ -158,6 +194,13 @@ def continue_conversations(
                 result.stopped = True
                 break
             batch = contexts[start : start + batch_size]
+            recorder = (
+                None
+                if feature_layers is None
+                else GenerationRecorder(
+                    model, feature_layers, aux_dtype=feature_dtypes[0], final_dtype=feature_dtypes[1]
+                )
+            )
             replies = _generate(
                 model,
                 [c.prompt_ids for c in batch],
@@ -166,8 +209,9 @@ def continue_conversations(
                 max_new_tokens=max_new_tokens,
                 temperature=temperature,
                 top_p=top_p,
+                recorder=recorder,
             )
-            for context, (tokens, stop_token) in zip(batch, replies, strict=True):
+            for context, (tokens, stop_token, features) in zip(batch, replies, strict=True):
                 # Not stripped: leading whitespace the target emits is part of what the head predicts.
                 text = str(tokenizer.decode(tokens, skip_special_tokens=True))
                 reply = Message(role="assistant", content=text)
@@ -177,10 +221,11 @@ def continue_conversations(
                 # The stop token is learned too: drafting it ends a reply one verification earlier.
                 reply_ids = tokens if stop_token is None else [*tokens, stop_token]
                 result.samples.append(
-                    TokenizedConversation(
+                    FeaturedSample(
                         input_ids=[*context.prompt_ids, *reply_ids],
                         loss_mask=[0] * len(context.prompt_ids) + [1] * len(reply_ids),
                         source=context.source,
+                        features=features,
                     )
                 )
                 result.generated_tokens += len(reply_ids)

@@ -35,6 +35,7 @@ from trainer.data.tokenize import (
 )
 from trainer.eagle.budget_clock import Clock
 from trainer.eagle.continuation import ContinuationResult, context_of, continue_conversations
+from trainer.eagle.features import FEATURE_DTYPES, final_dtype_for
 from trainer.eagle.reporting import Stage
 
 PREPARED_DIR = "prepared"
@@ -215,6 +216,7 @@ def _continue_last_turns(  # noqa: PLR0917 - private helper of _regenerate
     chunk_number: int,
     progress: Callable[[int, int], None],
     should_stop: Callable[[], bool],
+    feature_layers: list[int] | None,
 ) -> ContinuationResult:
     """One chunk through ``continue_conversations``, shortest prompts first (little padding)."""
     room = min(
@@ -235,6 +237,8 @@ def _continue_last_turns(  # noqa: PLR0917 - private helper of _regenerate
             top_p=config.regenerate_top_p,
             should_stop=should_stop,
             progress=lambda done: progress(done, len(ordered)),
+            feature_layers=feature_layers,
+            feature_dtypes=(FEATURE_DTYPES[config.feature_dtype], final_dtype_for(config.feature_dtype)),
         )
 
 
@@ -249,6 +253,7 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     deadline: float | None,
     bf16: bool,
     clock: Clock,
+    feature_layers: list[int] | None,
 ) -> tuple[list[Conversation], list[TokenizedConversation] | None]:
     """The regenerated conversations and, with ``regenerate_turns=last``, their exact token
     samples (loss on the target's reply only); None asks the caller to tokenise them."""
@@ -275,7 +280,7 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
         progress = _offset_report(report, start, len(conversations))
         if config.regenerate_turns == "last":
             continued = _continue_last_turns(
-                config, generator, tokenizer, part, number, progress, stop_regenerating
+                config, generator, tokenizer, part, number, progress, stop_regenerating, feature_layers
             )
             samples.extend(continued.samples)
             done, tokens, stopped = continued.conversations, continued.generated_tokens, continued.stopped
@@ -311,8 +316,13 @@ def prepare_data(
     regenerate_deadline: float | None,
     regenerate_bf16: bool = False,
     clock: Clock = time.monotonic,
+    feature_layers: list[int] | None = None,
 ) -> PreparedData:
-    """Samples for training and evaluation; held-out conversations go to ``heldout.jsonl``."""
+    """Samples for training and evaluation; held-out conversations go to ``heldout.jsonl``.
+
+    With ``feature_layers`` (the head's aux layer ids), samples distilled with
+    ``regenerate_turns=last`` carry the target features recorded while generating them.
+    """
     stats = DataStats()
     report("loading_data", 0, len(config.data_paths))
     loaded = load_conversations(config.data_paths)
@@ -343,6 +353,7 @@ def prepare_data(
             regenerate_deadline,
             regenerate_bf16,
             clock,
+            feature_layers,
         )
         _write_jsonl(config.out_dir / REGENERATED_FILE, [to_record(c) for c in train_conversations])
         stopped = should_stop()

@@ -17,6 +17,15 @@ from transformers import PreTrainedModel
 from trainer.eagle.capture import TargetFeatureCapture, output_head
 from trainer.eagle.ttt import TeacherTargets, teacher_targets_from_kept_logits
 
+FEATURE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def final_dtype_for(feature_dtype: str) -> torch.dtype:
+    """Storage dtype of the final hidden state next to aux states stored in ``feature_dtype``:
+    it turns into teacher logits, where float16's extra precision matters."""
+    return torch.float32 if feature_dtype == "float32" else torch.float16
+
+
 # Rows of full-vocabulary logits formed at once when taking the argmax (bounds memory
 # to ROWS x V floats: 1024 x 49152 x 4 bytes = 200 MB for SmolLM2).
 _ARGMAX_ROWS = 1024
@@ -63,7 +72,7 @@ class TargetTeacher:
         # aux features feed a trained linear layer, so bf16 (wide range) suffices; the
         # final state turns into teacher logits, where fp16's extra precision matters.
         self.feature_dtype = feature_dtype
-        self.final_dtype = torch.float16 if feature_dtype != torch.float32 else torch.float32
+        self.final_dtype = torch.float32 if feature_dtype == torch.float32 else torch.float16
         lm_head = output_head(target)
         self._lm_head = lm_head
         self._draft_rows = lm_head.weight.detach()[draft_target_ids].float().contiguous()

@@ -10,6 +10,9 @@ from transformers import PreTrainedTokenizerFast
 
 from trainer.data.schema import Conversation, Message
 from trainer.eagle.continuation import context_of, continue_conversations
+from trainer.eagle.features import TargetTeacher
+from trainer.eagle.generation_features import collate_features
+from trainer.eagle.ttt import teacher_positions
 from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
 
 
@@ -123,3 +126,48 @@ def test_samples_are_the_generated_ids_with_the_loss_on_the_reply_alone(
         torch.tensor([context.prompt_ids]), do_sample=False, max_new_tokens=5, pad_token_id=0
     )[0, prompt:].tolist()
     assert reply == generated[: len(reply)]
+
+
+@pytest.mark.parametrize("architecture", ["LlamaForCausalLM", "Qwen3ForCausalLM"])
+def test_features_recorded_while_generating_equal_a_separate_target_pass(
+    tokenizer: PreTrainedTokenizerFast, architecture: str
+) -> None:
+    target = build_tiny_target(architecture, vocab_size=len(tokenizer))
+    contexts = [
+        context_of(chat(("user", "a much longer first question here")), tokenizer, max_prompt_tokens=200),
+        context_of(chat(("user", "hi")), tokenizer, max_prompt_tokens=200),
+    ]
+    aux = [1, 2, 3]
+    result = continue_conversations(
+        target,
+        tokenizer,
+        [c for c in contexts if c],
+        max_new_tokens=6,
+        batch_size=2,  # one left-padded batch: the short prompt's features start after its padding
+        feature_layers=aux,
+        feature_dtypes=(torch.float32, torch.float32),
+    )
+    for sample in result.samples:
+        recorded = sample.features
+        assert recorded is not None
+        ids = torch.tensor([sample.input_ids])
+        t2d = torch.ones(len(tokenizer), dtype=torch.bool)
+        teacher = TargetTeacher(
+            target, aux, draft_target_ids=torch.arange(len(tokenizer)), feature_dtype=torch.float32
+        )
+        needed = teacher_positions(torch.tensor([sample.loss_mask]))
+        expected = teacher.features(ids, torch.ones_like(ids), needed=needed)
+        # The last token is never fed back during generation, and no loss reads its features.
+        torch.testing.assert_close(
+            recorded.aux_hidden_states[:-1], expected.aux_hidden_states[0, :-1], atol=1e-4, rtol=1e-4
+        )
+        torch.testing.assert_close(
+            recorded.final_hidden[:-1], expected.final_hidden[0, :-1], atol=1e-4, rtol=1e-4
+        )
+        assert torch.equal(recorded.argmax_ids, expected.argmax_ids[0])
+        batch = collate_features([sample], [0], len(sample.input_ids) + 2)
+        assert batch is not None
+        assert batch.aux_hidden_states.shape[:2] == (1, len(sample.input_ids) + 2)
+        assert torch.equal(
+            teacher.teacher(batch, t2d).argmax_draft_id[0, : len(sample.input_ids)], recorded.argmax_ids
+        )

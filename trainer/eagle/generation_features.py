@@ -1,0 +1,131 @@
+"""Target features recorded while the target writes its replies (self-distillation).
+
+Generation already runs the target over every prompt token (prefill) and every reply
+token but the last (decode steps), so the aux-layer inputs and the final normed hidden
+state the head trains on come out of it for free. Recording them saves a second target
+pass over the same tokens, which costs as much as the prefill: on a CPU budget that is
+a third or more of the whole run.
+
+The recorded features come from the model that generated (a bfloat16 copy on CPUs with
+native bf16), as the training pass under bf16 autocast would compute them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+from transformers import PreTrainedModel
+
+from trainer.data.tokenize import TokenizedConversation
+from trainer.eagle.capture import check_aux_layer_ids, decoder_layers, final_norm
+from trainer.eagle.features import TargetFeatures
+
+
+@dataclass(frozen=True)
+class SampleFeatures:
+    """One sample's target outputs, position by position (length = the sample's tokens)."""
+
+    aux_hidden_states: torch.Tensor  # [L, 3*H]
+    final_hidden: torch.Tensor  # [L, H], after the target's final norm
+    argmax_ids: torch.Tensor  # [L] the target's greedy next token where the loss reads it, else 0
+
+
+@dataclass(frozen=True, slots=True)
+class FeaturedSample(TokenizedConversation):
+    """A training sample that carries its target features (None: compute them when training)."""
+
+    features: SampleFeatures | None = None
+
+
+class GenerationRecorder:
+    """Context manager: records, forward by forward, the aux-layer inputs and the final
+    norm's output of ``model`` while ``generate`` runs; ``row`` cuts one sequence out."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        aux_layer_ids: Sequence[int],
+        *,
+        aux_dtype: torch.dtype,
+        final_dtype: torch.dtype,
+    ) -> None:
+        layers = decoder_layers(model)
+        self.aux_layer_ids = check_aux_layer_ids(aux_layer_ids, len(layers))
+        norm = final_norm(model)
+        if norm is None:
+            raise ValueError(f"{type(model).__name__} has no final norm at model.model.norm to record")
+        self._layers, self._norm = layers, norm
+        self._aux_dtype, self._final_dtype = aux_dtype, final_dtype
+        self._aux: dict[int, list[torch.Tensor]] = {i: [] for i in self.aux_layer_ids}
+        self._final: list[torch.Tensor] = []
+        self._handles: list[RemovableHandle] = []
+
+    def _layer_hook(self, layer_id: int) -> Any:
+        def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            hidden = args[0] if args else kwargs["hidden_states"]
+            self._aux[layer_id].append(hidden.detach().to(self._aux_dtype))
+
+        return hook
+
+    def _norm_hook(self, _module: nn.Module, _args: tuple[Any, ...], output: torch.Tensor) -> None:
+        self._final.append(output.detach().to(self._final_dtype))
+
+    def __enter__(self) -> GenerationRecorder:
+        for layer_id in self.aux_layer_ids:
+            hook = self._layer_hook(layer_id)
+            self._handles.append(self._layers[layer_id].register_forward_pre_hook(hook, with_kwargs=True))
+        self._handles.append(self._norm.register_forward_hook(self._norm_hook))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def row(self, row: int, start: int, length: int, argmax_ids: torch.Tensor) -> SampleFeatures:
+        """Positions ``start .. start+length-1`` of batch row ``row`` (columns of the padded
+        generation, whose last token was never fed back: its features are zeros, and no loss
+        reads them, since nothing follows it)."""
+        aux = torch.cat([torch.cat(self._aux[i], dim=1)[row] for i in self.aux_layer_ids], dim=-1)
+        final = torch.cat(self._final, dim=1)[row]
+        recorded = aux.shape[0] - start
+        aux_out = aux.new_zeros((length, aux.shape[-1]))
+        final_out = final.new_zeros((length, final.shape[-1]))
+        kept = min(recorded, length)
+        aux_out[:kept] = aux[start : start + kept]
+        final_out[:kept] = final[start : start + kept]
+        return SampleFeatures(aux_hidden_states=aux_out, final_hidden=final_out, argmax_ids=argmax_ids)
+
+
+def collate_features(
+    samples: Sequence[TokenizedConversation], indices: Sequence[int], length: int
+) -> TargetFeatures | None:
+    """The recorded features of ``samples[indices]`` right-padded to ``length``; None
+    unless every sample carries features."""
+    present: list[SampleFeatures] = []
+    for index in indices:
+        sample = samples[index]
+        if not isinstance(sample, FeaturedSample) or sample.features is None:
+            return None
+        present.append(sample.features)
+    first = present[0]
+    aux = first.aux_hidden_states.new_zeros((len(present), length, first.aux_hidden_states.shape[-1]))
+    final = first.final_hidden.new_zeros((len(present), length, first.final_hidden.shape[-1]))
+    argmax = torch.zeros((len(present), length), dtype=torch.long)
+    for row, features in enumerate(present):
+        size = features.argmax_ids.shape[0]
+        aux[row, :size] = features.aux_hidden_states
+        final[row, :size] = features.final_hidden
+        argmax[row, :size] = features.argmax_ids
+    return TargetFeatures(aux_hidden_states=aux, final_hidden=final, argmax_ids=argmax)
