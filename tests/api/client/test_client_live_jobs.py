@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import WaiterError
 
+import api.client.progress as progress_module
 from api.client import (
     ChecksumMismatchError,
     OptimizationJobFailedError,
@@ -187,7 +188,7 @@ def test_wait_for_job_names_an_unknown_job(client_stack: ClientStack) -> None:
 
 
 def test_ctrl_c_leaves_the_job_running_and_says_how_to_stop_it(
-    live_server: LiveServer, account: AccountCredentials
+    live_server: LiveServer, account: AccountCredentials, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The in-thread api has no worker on its queue, so the job stays STARTING: nothing to clean up.
     client = eaglenest_client(
@@ -197,13 +198,27 @@ def test_ctrl_c_leaves_the_job_running_and_says_how_to_stop_it(
     client.create_optimization_job(**request)
     name = request["OptimizationJobName"]
     output = io.StringIO()
-    interrupt = threading.Timer(1.0, _thread.interrupt_main)
+    # Ctrl-C once the job's status is known (a fixed delay raced the first describe on a loaded machine).
+    described = threading.Event()
+    real_describe = progress_module.describe_job_progress
+
+    def describe_and_signal(*args: Any, **kwargs: Any) -> Any:
+        detail = real_describe(*args, **kwargs)
+        described.set()
+        return detail
+
+    monkeypatch.setattr(progress_module, "describe_job_progress", describe_and_signal)
+
+    def press_ctrl_c() -> None:
+        if described.wait(timeout=30):
+            time.sleep(0.3)
+            _thread.interrupt_main()
+
+    interrupt = threading.Thread(target=press_ctrl_c, daemon=True)
     interrupt.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            wait_for_job(client, name, progress=True, poll_seconds=0.2, timeout_seconds=30, file=output)
-    finally:
-        interrupt.cancel()
+    with pytest.raises(KeyboardInterrupt):
+        wait_for_job(client, name, progress=True, poll_seconds=0.2, timeout_seconds=30, file=output)
+    interrupt.join()
     assert client.describe_optimization_job(OptimizationJobName=name)["OptimizationJobStatus"] == "STARTING"
     assert f"Optimization job {name} (STARTING) was NOT stopped and keeps running" in output.getvalue()
     assert f"aws sagemaker stop-optimization-job --optimization-job-name {name}" in output.getvalue()
