@@ -75,7 +75,11 @@ class TrainConfig(BaseModel):
     regenerate_max_new_tokens: int = Field(
         default=256, ge=1, description="Longest regenerated answer, in tokens."
     )
-    regenerate_batch_size: int = Field(default=16, ge=1, description="Conversations generated together.")
+    regenerate_batch_size: int = Field(
+        default=48,
+        ge=1,
+        description="Conversations generated together (48 gave ~3x the tokens/s of 16 on 2 CPU cores).",
+    )
     regenerate_turns: Literal["last", "all"] = Field(
         default="last",
         description="last: keep each conversation's turns as context and let the target write only its "
@@ -83,7 +87,7 @@ class TrainConfig(BaseModel):
         "all: regenerate every assistant turn in order (up to regenerate_max_turns).",
     )
     regenerate_max_prompt_tokens: int = Field(
-        default=512,
+        default=256,
         ge=16,
         description="With regenerate_turns=last: longest context handed to the target; longer ones lose "
         "their earliest exchanges. Context tokens cost as much target compute as reply tokens but "
@@ -96,7 +100,7 @@ class TrainConfig(BaseModel):
         "(more conversations per minute instead of long chats).",
     )
     regenerate_budget_fraction: float = Field(
-        default=0.4,
+        default=0.7,
         gt=0.0,
         lt=1.0,
         description="Share of time_budget_minutes given to regeneration; the rest trains.",
