@@ -126,6 +126,9 @@ def _generate(
             max_new_tokens=max_new_tokens,
             eos_token_id=stop_ids,
             pad_token_id=pad_id,
+            # Preallocated keys/values: the default cache concatenates every layer's cache at
+            # every step, which made batch-48 generation ~1.75x slower on 2 CPU cores.
+            cache_implementation="static",
             logits_processor=LogitsProcessorList([argmax]) if recorder else None,
             **sampling,
         )
