@@ -16,8 +16,8 @@ from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
-from trainer.data.schema import Conversation, prompt_messages
-from trainer.data.tokenize import render_chat
+from trainer.data.schema import Conversation
+from trainer.engine.evaluation import rendered_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -29,15 +29,9 @@ def chat_prompt_texts(
     texts: list[str] = []
     too_long = 0
     for conversation in conversations:
-        messages = prompt_messages(conversation)
-        if not any(message.role == "user" for message in messages):
+        text = rendered_prompt(tokenizer, conversation)
+        if text is None:
             continue
-        text = render_chat(
-            tokenizer,
-            [{"role": m.role, "content": m.content} for m in messages],
-            add_generation_prompt=True,
-            source=conversation.source,
-        )
         # The template writes its own special tokens; count them the way a server will. Too-long
         # prompts are skipped here, so the tokenizer's own warning about them is noise.
         if len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]) > max_prompt_tokens:

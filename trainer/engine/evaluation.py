@@ -177,6 +177,20 @@ class SpeedupReport:
         }
 
 
+def rendered_prompt(tokenizer: PreTrainedTokenizerBase, conversation: Conversation) -> str | None:
+    """The conversation's prompt (``prompt_messages``) in the chat template with the
+    generation prompt; None when it has no user turn to answer."""
+    messages = prompt_messages(conversation)
+    if not any(message.role == "user" for message in messages):
+        return None
+    return render_chat(
+        tokenizer,
+        [{"role": m.role, "content": m.content} for m in messages],
+        add_generation_prompt=True,
+        source=conversation.source,
+    )
+
+
 def chat_prompts(
     tokenizer: PreTrainedTokenizerBase, conversations: Sequence[Conversation]
 ) -> list[list[int]]:
@@ -184,15 +198,9 @@ def chat_prompts(
     with the generation prompt; conversations with nothing before the answer are skipped."""
     prompts: list[list[int]] = []
     for conversation in conversations:
-        messages = prompt_messages(conversation)
-        if not any(message.role == "user" for message in messages):
+        text = rendered_prompt(tokenizer, conversation)
+        if text is None:
             continue
-        text = render_chat(
-            tokenizer,
-            [{"role": m.role, "content": m.content} for m in messages],
-            add_generation_prompt=True,
-            source=conversation.source,
-        )
         # The template writes its own special tokens; the tokenizer must not add a second BOS.
         prompts.append(list(tokenizer(text, add_special_tokens=False)["input_ids"]))
     return prompts
