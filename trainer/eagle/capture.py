@@ -11,14 +11,15 @@ Convention: the state captured for layer ``i`` is what layer ``i`` receives, whi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from types import TracebackType
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 from transformers import PretrainedConfig, PreTrainedModel
+
+from trainer.eagle.hooks import ScopedHooks, layer_input
 
 # Every architecture keeps its decoder layers at ``model.model.layers`` and calls each
 # layer with the hidden state as the first argument; each one is tested in
@@ -98,7 +99,7 @@ def check_aux_layer_ids(aux_layer_ids: Sequence[int], num_layers: int) -> list[i
     return ids
 
 
-class TargetFeatureCapture:
+class TargetFeatureCapture(ScopedHooks):
     """Context manager: while open, each forward of ``model`` records the inputs of the
     aux layers. ``aux_hidden_states()`` returns those of the latest forward, concatenated
     in ``aux_layer_ids`` order: [B, T, len(aux_layer_ids) * H].
@@ -109,40 +110,25 @@ class TargetFeatureCapture:
     """
 
     def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int], *, detach: bool = True) -> None:
+        super().__init__()
         self._layers = decoder_layers(model)
         self.aux_layer_ids = check_aux_layer_ids(aux_layer_ids, len(self._layers))
         # Captured states are read, never trained through: detaching keeps the target's
         # autograd graph from being held alive by the capture.
         self._detach = detach
         self._states: dict[int, torch.Tensor] = {}
-        self._handles: list[RemovableHandle] = []
 
     def _hook_for(self, layer_id: int) -> Any:
         def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            hidden = args[0] if args else kwargs.get("hidden_states")
-            if not isinstance(hidden, torch.Tensor):
-                raise RuntimeError(f"decoder layer {layer_id} was called without a hidden_states tensor")
+            hidden = layer_input(layer_id, args, kwargs)
             self._states[layer_id] = hidden.detach() if self._detach else hidden
 
         return hook
 
-    def __enter__(self) -> TargetFeatureCapture:
-        if self._handles:
-            raise RuntimeError("TargetFeatureCapture is already open")
+    def _register(self) -> Iterator[RemovableHandle]:
         for layer_id in dict.fromkeys(self.aux_layer_ids):
             layer = self._layers[layer_id]
-            self._handles.append(layer.register_forward_pre_hook(self._hook_for(layer_id), with_kwargs=True))
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+            yield layer.register_forward_pre_hook(self._hook_for(layer_id), with_kwargs=True)
 
     def clear(self) -> None:
         """Forget captured states (they are overwritten by the next forward anyway)."""

@@ -12,9 +12,8 @@ native bf16), as the training pass under bf16 autocast would compute them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 import torch
@@ -25,6 +24,7 @@ from transformers import PreTrainedModel
 from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.capture import check_aux_layer_ids, decoder_layers, final_norm
 from trainer.eagle.features import TargetFeatures
+from trainer.eagle.hooks import ScopedHooks, layer_input
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class FeaturedSample(TokenizedConversation):
     features: SampleFeatures | None = None
 
 
-class GenerationRecorder:
+class GenerationRecorder(ScopedHooks):
     """Context manager: records, forward by forward, the aux-layer inputs and the final
     norm's output of ``model`` while ``generate`` runs; ``row`` cuts one sequence out."""
 
@@ -55,6 +55,7 @@ class GenerationRecorder:
         aux_dtype: torch.dtype,
         final_dtype: torch.dtype,
     ) -> None:
+        super().__init__()
         layers = decoder_layers(model)
         self.aux_layer_ids = check_aux_layer_ids(aux_layer_ids, len(layers))
         norm = final_norm(model)
@@ -64,34 +65,22 @@ class GenerationRecorder:
         self._aux_dtype, self._final_dtype = aux_dtype, final_dtype
         self._aux: dict[int, list[torch.Tensor]] = {i: [] for i in self.aux_layer_ids}
         self._final: list[torch.Tensor] = []
-        self._handles: list[RemovableHandle] = []
 
     def _layer_hook(self, layer_id: int) -> Any:
         def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            hidden = args[0] if args else kwargs["hidden_states"]
-            self._aux[layer_id].append(hidden.detach().to(self._aux_dtype))
+            self._aux[layer_id].append(layer_input(layer_id, args, kwargs).detach().to(self._aux_dtype))
 
         return hook
 
     def _norm_hook(self, _module: nn.Module, _args: tuple[Any, ...], output: torch.Tensor) -> None:
         self._final.append(output.detach().to(self._final_dtype))
 
-    def __enter__(self) -> GenerationRecorder:
+    def _register(self) -> Iterator[RemovableHandle]:
         for layer_id in self.aux_layer_ids:
-            hook = self._layer_hook(layer_id)
-            self._handles.append(self._layers[layer_id].register_forward_pre_hook(hook, with_kwargs=True))
-        self._handles.append(self._norm.register_forward_hook(self._norm_hook))
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+            yield self._layers[layer_id].register_forward_pre_hook(
+                self._layer_hook(layer_id), with_kwargs=True
+            )
+        yield self._norm.register_forward_hook(self._norm_hook)
 
     def row(self, row: int, start: int, length: int, argmax_ids: torch.Tensor) -> SampleFeatures:
         """Positions ``start .. start+length-1`` of batch row ``row`` (columns of the padded
