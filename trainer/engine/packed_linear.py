@@ -17,13 +17,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-# oneDNN has blocked layouts for these; other dtypes keep the stock kernel.
-PACKABLE_DTYPES = (torch.float32, torch.bfloat16)
-
 
 def packing_available(device: torch.device) -> bool:
     available = bool(torch.backends.mkldnn.is_available())  # type: ignore[no-untyped-call]
     return device.type == "cpu" and available and bool(torch.backends.mkldnn.enabled)
+
+
+def packable_dtypes() -> tuple[torch.dtype, ...]:
+    """The dtypes oneDNN has blocked layouts for on this CPU; other dtypes keep the stock
+    kernel. bfloat16 needs AVX512 (BW/VL/DQ) or AVX-NE-CONVERT: an AVX2-only CPU refuses it."""
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return (torch.float32, torch.bfloat16)
+    return (torch.float32,)
 
 
 class PackedLinear(nn.Module):
@@ -66,4 +71,4 @@ def pack_linear_layers(model: nn.Module) -> int:
 
 
 def _packable(linear: nn.Linear) -> bool:
-    return linear.weight.dtype in PACKABLE_DTYPES and packing_available(linear.weight.device)
+    return linear.weight.dtype in packable_dtypes() and packing_available(linear.weight.device)

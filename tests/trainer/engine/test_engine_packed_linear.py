@@ -7,7 +7,7 @@ import torch
 from engine_doubles import tiny_target
 from torch import nn
 
-from trainer.engine.packed_linear import PackedLinear, pack_linear_layers, packing_available
+from trainer.engine.packed_linear import PackedLinear, pack_linear_layers, packable_dtypes, packing_available
 
 pytestmark = pytest.mark.skipif(
     not packing_available(torch.device("cpu")), reason="oneDNN is not available in this torch build"
@@ -17,6 +17,8 @@ pytestmark = pytest.mark.skipif(
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("bias", [True, False])
 def test_packed_matches_linear(dtype: torch.dtype, bias: bool) -> None:
+    if dtype not in packable_dtypes():
+        pytest.skip(f"this CPU has no oneDNN layout for {dtype}")
     torch.manual_seed(0)
     linear = nn.Linear(96, 160, bias=bias).to(dtype)
     x = torch.randn(1, 7, 96, dtype=dtype)
@@ -56,3 +58,14 @@ def test_model_is_packed_in_place_and_keeps_its_weights() -> None:
     state_after = target.state_dict()
     assert state_after.keys() == state_before.keys()
     assert all(torch.equal(state_after[name], tensor) for name, tensor in state_before.items())
+
+
+def test_a_dtype_this_cpu_cannot_pack_keeps_the_stock_linear() -> None:
+    """bfloat16 packing needs AVX512 or AVX-NE-CONVERT; without them the layer stays nn.Linear."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)).to(torch.bfloat16)
+    replaced = pack_linear_layers(model)
+    expected = 2 if torch.bfloat16 in packable_dtypes() else 0
+    assert replaced == expected
+    assert sum(isinstance(layer, PackedLinear) for layer in model) == expected
+    with torch.inference_mode():
+        assert model(torch.ones(1, 8, dtype=torch.bfloat16)).dtype == torch.bfloat16
