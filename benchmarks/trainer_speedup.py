@@ -38,6 +38,7 @@ from trainer.eagle.model import Eagle3DraftModel
 from trainer.engine import SpeculativeDecoder
 from trainer.engine.evaluation import SpeedupReport, chat_prompts, compare, format_table
 from trainer.engine.replay import ReplayHead
+from trainer.engine.tree_draft import TreeShape
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_TAU, STRETCH_TAU = 3.5, 4.0
@@ -66,6 +67,13 @@ def parse_args() -> argparse.Namespace:
         "--max-prompt-tokens", type=int, default=1024, help="skip longer prompts (long chat histories)"
     )
     parser.add_argument("--ks", type=int, nargs="+", default=[2, 3, 4, 5, 6], help="draft lengths to sweep")
+    parser.add_argument(
+        "--trees",
+        type=TreeShape.parse,
+        nargs="*",
+        default=[],
+        help="draft tree shapes to sweep too, DEPTHxTOP_KxNODES (e.g. 5x4x16)",
+    )
     parser.add_argument("--hf-prompts", type=int, default=3, help="prompts timed with HF generate (0: skip)")
     parser.add_argument(
         "--ceiling-prompts",
@@ -152,11 +160,12 @@ def verdict(reports: list[SpeedupReport]) -> list[str]:
     best = max(reports, key=lambda r: r.speedup)
     top_tau = max(r.tau for r in reports)
     lines = [
-        f"best speedup {best.speedup:.2f}x at K={best.k} (goal {GOAL_SPEEDUP}x, stretch {STRETCH_SPEEDUP}x); "
+        f"best speedup {best.speedup:.2f}x at {best.label} "
+        f"(goal {GOAL_SPEEDUP}x, stretch {STRETCH_SPEEDUP}x); "
         f"best tau {top_tau:.2f} (goal {GOAL_TAU}, stretch {STRETCH_TAU})",
         f"tau goal: {'met' if top_tau >= GOAL_TAU else 'NOT met'}; "
         f"speedup goal: {'met' if best.speedup >= GOAL_SPEEDUP else 'NOT met'}",
-        f"what limits K={best.k}: {best.limits()}",
+        f"what limits {best.label}: {best.limits()}",
     ]
     if best.speedup < GOAL_SPEEDUP:
         # The decode-only bound says which factor to work on: acceptance (tau) or cost (verify + draft).
@@ -201,10 +210,17 @@ def main() -> int:
     )
 
     def progress(done: int, reports: list[SpeedupReport]) -> None:
-        speedups = " ".join(f"K={r.k}: tau {r.tau:.2f} {r.speedup:.2f}x" for r in reports)
+        speedups = " ".join(f"{r.label}: tau {r.tau:.2f} {r.speedup:.2f}x" for r in reports)
         print(f"[{done}/{len(prompts)}] {speedups}", file=sys.stderr, flush=True)
 
-    reports = compare(decoder, prompts, ks=args.ks, max_new_tokens=args.max_new_tokens, on_prompt=progress)
+    reports = compare(
+        decoder,
+        prompts,
+        ks=args.ks,
+        trees=args.trees,
+        max_new_tokens=args.max_new_tokens,
+        on_prompt=progress,
+    )
     ceilings = (
         ceiling(target, head, prompts[: args.ceiling_prompts], args.ks, args.max_new_tokens)
         if args.ceiling_prompts > 0
@@ -225,7 +241,8 @@ def main() -> int:
     print(format_table(reports))
     print("speedup: tokens/s over whole calls (prefill included); median: of per-prompt speedups (steadier")
     print("under changing load); decode: tokens after the first over time after the prefill")
-    print("verify/1: one verification of K+1 tokens over one plain decode step; draft%: head's share of time")
+    print("verify/1: one verification (K+1 tokens, or a tree's nodes+1) over one plain decode step;")
+    print("draft%: head's share of time; tree DxKxN: depth D, top-K children per node, N nodes verified")
     print()
     for line in verdict(reports):
         print(line)

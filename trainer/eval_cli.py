@@ -28,6 +28,13 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--head", type=Path, required=True, help="EAGLE-3 head directory (native format)")
     parser.add_argument("--prompts", type=Path, required=True, help="data file in any supported format")
     parser.add_argument("--k", type=int, default=4, help="draft tokens per verification (default 4)")
+    parser.add_argument(
+        "--tree",
+        default=None,
+        metavar="DxKxN",
+        help="draft a tree instead of a chain: depth D, top-K children per node, N nodes verified "
+        "(e.g. 5x4x16); --k is then ignored",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=128, help="tokens generated per prompt")
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N prompts")
     parser.add_argument("--dtype", choices=DTYPES, default="float32", help="dtype of target and head")
@@ -54,6 +61,9 @@ def run_eval(args: argparse.Namespace) -> int:
     from trainer.eagle.export import load_head  # noqa: PLC0415
     from trainer.engine.decoder import SpeculativeDecoder  # noqa: PLC0415
     from trainer.engine.evaluation import chat_prompts, compare, format_table  # noqa: PLC0415
+    from trainer.engine.tree_draft import TreeShape  # noqa: PLC0415
+
+    tree = TreeShape.parse(args.tree) if args.tree is not None else None
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -66,8 +76,10 @@ def run_eval(args: argparse.Namespace) -> int:
     target = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
     head = load_head(args.head, target)
     decoder = SpeculativeDecoder(target, head, num_speculative_tokens=args.k)
-    logger.info("evaluating %d prompts, K=%d, %d new tokens each", len(prompts), args.k, args.max_new_tokens)
-    (report,) = compare(decoder, prompts, ks=[args.k], max_new_tokens=args.max_new_tokens)
+    drafting = f"K={args.k}" if tree is None else f"tree {tree}"
+    logger.info("evaluating %d prompts, %s, %d new tokens each", len(prompts), drafting, args.max_new_tokens)
+    ks, trees = ([args.k], []) if tree is None else ([], [tree])
+    (report,) = compare(decoder, prompts, ks=ks, trees=trees, max_new_tokens=args.max_new_tokens)
 
     print(format_table([report]))
     print(report.limits())

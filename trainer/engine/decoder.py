@@ -32,6 +32,7 @@ from trainer.engine.result import GenerationResult
 from trainer.engine.sampling import SamplingParams, probabilities, sample
 from trainer.engine.sequence import SequenceState
 from trainer.engine.target import TargetOutput, TargetRunner
+from trainer.engine.tree_draft import TreeShape, propose_tree
 from trainer.engine.verification import Verdict, verify_greedy, verify_sampled
 
 
@@ -84,10 +85,13 @@ class SpeculativeDecoder:
         top_p: float = 1.0,
         seed: int | None = None,
         num_speculative_tokens: int | None = None,
+        tree: TreeShape | None = None,
     ) -> GenerationResult:
         """Speculative decoding; plain decoding when the decoder has no head.
 
-        ``num_speculative_tokens`` overrides the decoder's K for this call.
+        ``num_speculative_tokens`` overrides the decoder's K for this call. With ``tree``
+        the head drafts a tree of that shape instead of a chain of K (greedy only: the
+        tree's verification accepts the path greedy decoding takes).
         """
         if self._drafter is None:
             return self.generate_plain(
@@ -97,10 +101,14 @@ class SpeculativeDecoder:
         if k < 1:
             raise ValueError(f"num_speculative_tokens must be at least 1, got {k}")
         params = SamplingParams(temperature=temperature, top_p=top_p)
+        if tree is not None:
+            if not params.greedy:
+                raise ValueError("tree drafting verifies greedily; use chain drafting for temperature > 0")
+            self._target.check_full_attention()
         sequence = self._sequence(prompt_ids, max_new_tokens)
         generator = None if params.greedy else self._generator(seed)
         with torch.inference_mode():
-            return self._speculate(sequence, self._drafter, k, params, generator)
+            return self._speculate(sequence, self._drafter, k if tree is None else tree, params, generator)
 
     def generate_plain(
         self,
@@ -147,16 +155,17 @@ class SpeculativeDecoder:
         self,
         sequence: SequenceState,
         drafter: Drafter,
-        num_speculative_tokens: int,
+        drafting: int | TreeShape,
         params: SamplingParams,
         generator: torch.Generator | None,
     ) -> GenerationResult:
+        """``drafting`` is K for a chain, or the shape of a draft tree."""
         started = time.perf_counter()
         result = GenerationResult(
             token_ids=sequence.new_token_ids,
             prompt_length=len(sequence.prompt_ids),
             finish_reason="length",
-            num_speculative_tokens=num_speculative_tokens,
+            num_speculative_tokens=drafting if isinstance(drafting, int) else drafting.depth,
             num_target_forwards=1,
         )
         run = _Run(sequence, params, generator, result)
@@ -167,9 +176,11 @@ class SpeculativeDecoder:
             unseen = _features(output)  # target features the head has no cache entries for yet
             result.prefill_seconds = time.perf_counter() - started
             while not sequence.finished:
-                num_drafts = min(num_speculative_tokens, sequence.remaining - 1)
+                num_drafts = min(result.num_speculative_tokens, sequence.remaining - 1)
                 if num_drafts == 0:  # one token left: nothing to speculate on
                     self._last_step(run, target)
+                elif isinstance(drafting, TreeShape):
+                    unseen = self._tree_round(run, target, drafter, unseen, drafting.limited_to(num_drafts))
                 else:
                     unseen = self._round(run, target, drafter, unseen, num_drafts)
         result.finish_reason = sequence.finish_reason or "length"
@@ -195,11 +206,43 @@ class SpeculativeDecoder:
         sequence.emit([*proposal.token_ids[: verdict.accepted].tolist(), verdict.next_token])
         result.accepted_per_step.append(verdict.accepted)
         result.proposed_per_step.append(num_drafts)
+        result.verified_tokens += num_drafts + 1
         result.num_target_forwards += 1
         finished = time.perf_counter()
         result.draft_seconds += verify_started - draft_started
         result.target_seconds += finished - verify_started
         return _features(output)[: verdict.accepted + 1]
+
+    def _tree_round(
+        self, run: _Run, target: TargetRunner, drafter: Drafter, unseen: torch.Tensor, shape: TreeShape
+    ) -> torch.Tensor:
+        """``_round`` with a draft tree: the target scores every node in one forward and keeps
+        the greedy path through it (see ``trainer.engine.tree``)."""
+        sequence, result = run.sequence, run.result
+        draft_started = time.perf_counter()
+        next_ids = self._ids(sequence.tokens_in(drafter.length + 1, target.length + 1))[0]
+        tree = propose_tree(drafter, unseen, next_ids, shape)
+        verify_started = time.perf_counter()
+        cached = target.length
+        candidates = torch.cat([self._ids([sequence.last_token])[0], tree.token_ids])
+        output = target.forward(
+            candidates.unsqueeze(0),
+            logits_to_keep=tree.size + 1,
+            attention_mask=tree.verification_mask(cached),
+            position_ids=tree.position_ids(cached),
+        )
+        path, next_token = tree.greedy_path(output.logits.argmax(dim=-1))
+        kept_rows = [0, *(node + 1 for node in path)]
+        target.keep(cached + 1, [cached + row for row in kept_rows[1:]])
+        sequence.emit([*tree.token_ids[path].tolist(), next_token])
+        result.accepted_per_step.append(len(path))
+        result.proposed_per_step.append(tree.depth)
+        result.verified_tokens += tree.size + 1
+        result.num_target_forwards += 1
+        finished = time.perf_counter()
+        result.draft_seconds += verify_started - draft_started
+        result.target_seconds += finished - verify_started
+        return _features(output)[kept_rows]
 
     def _last_step(self, run: _Run, target: TargetRunner) -> None:
         started = time.perf_counter()

@@ -45,6 +45,10 @@ class Drafter:
             self._cache = None
 
     @property
+    def cache(self) -> DraftKVCache:
+        return self._require_cache()
+
+    @property
     def length(self) -> int:
         """Entries built from target features."""
         return self._require_cache().length
@@ -67,10 +71,7 @@ class Drafter:
         if num_tokens < 1:
             raise ValueError(f"num_tokens must be at least 1, got {num_tokens}")
         cache = self._require_cache()
-        committed = cache.length + next_token_ids.shape[0]
-        positions = torch.arange(cache.length, committed, device=next_token_ids.device).unsqueeze(0)
-        hidden = self.head.fuse(aux_hidden_states.unsqueeze(0))
-        prenorm = self.head(next_token_ids.unsqueeze(0), hidden, positions, cache)[:, -1:]
+        prenorm, committed = self.commit(aux_hidden_states, next_token_ids)
         tokens: list[torch.Tensor] = []
         token_probs: list[torch.Tensor] = []
         for step in range(num_tokens):
@@ -79,13 +80,26 @@ class Drafter:
             tokens.append(token)
             if step + 1 < num_tokens:
                 # The chain feeds the head's own output back with the token it just drafted.
-                position = torch.tensor([[committed + step]], device=positions.device)
+                position = torch.tensor([[committed + step]], device=next_token_ids.device)
                 prenorm = self.head(token.view(1, 1), prenorm, position, cache)
         cache.crop(committed)
         return Proposal(
             token_ids=torch.stack(tokens),
             probs=torch.stack(token_probs) if token_probs else None,
         )
+
+    def commit(
+        self, aux_hidden_states: torch.Tensor, next_token_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, int]:
+        """Cache entries for the new target features: (the last entry's output [1, 1, H],
+        the number of committed entries). Draft entries added after this are dropped with
+        ``cache.crop(committed)`` once the proposal is made."""
+        cache = self._require_cache()
+        committed = cache.length + next_token_ids.shape[0]
+        positions = torch.arange(cache.length, committed, device=next_token_ids.device).unsqueeze(0)
+        hidden = self.head.fuse(aux_hidden_states.unsqueeze(0))
+        prenorm = self.head(next_token_ids.unsqueeze(0), hidden, positions, cache)[:, -1:]
+        return prenorm, committed
 
     def _choose(
         self,

@@ -18,6 +18,7 @@ from trainer.data.schema import Conversation, prompt_messages
 from trainer.data.tokenize import render_chat
 from trainer.engine.decoder import SpeculativeDecoder
 from trainer.engine.result import GenerationResult, acceptance_by_position
+from trainer.engine.tree_draft import TreeShape
 
 
 @dataclass(slots=True)
@@ -60,10 +61,11 @@ class SideTotals:
 
 @dataclass(slots=True)
 class SpeedupReport:
-    """One K's comparison; build it with ``add`` per prompt."""
+    """One drafting setting's comparison (a chain of K, or a tree); build it with ``add`` per prompt."""
 
-    k: int
+    k: int  # drafts per verification at most: the chain's length, the tree's depth
     max_new_tokens: int
+    tree: TreeShape | None = None
     prompts: int = 0
     identical_outputs: int = 0
     plain: SideTotals = field(default_factory=SideTotals)
@@ -71,9 +73,11 @@ class SpeedupReport:
     accepted_per_step: list[int] = field(default_factory=list)
     proposed_per_step: list[int] = field(default_factory=list)
     prompt_speedups: list[float] = field(default_factory=list)
+    verified_tokens: int = 0
 
     def add(self, plain: GenerationResult, speculative: GenerationResult) -> None:
         self.prompts += 1
+        self.verified_tokens += speculative.verified_tokens
         if plain.tokens_per_second > 0:
             self.prompt_speedups.append(speculative.tokens_per_second / plain.tokens_per_second)
         self.identical_outputs += int(plain.token_ids == speculative.token_ids)
@@ -85,6 +89,15 @@ class SpeedupReport:
     @property
     def verify_steps(self) -> int:
         return len(self.accepted_per_step)
+
+    @property
+    def label(self) -> str:
+        return f"K={self.k}" if self.tree is None else f"tree {self.tree}"
+
+    @property
+    def tokens_per_verification(self) -> float:
+        """Tokens the target scores per verification: K+1 for a chain, nodes+1 for a tree."""
+        return self.verified_tokens / self.verify_steps if self.verify_steps else 0.0
 
     @property
     def tau(self) -> float:
@@ -149,6 +162,9 @@ class SpeedupReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "k": self.k,
+            "drafting": self.label,
+            "tree": None if self.tree is None else str(self.tree),
+            "tokens_per_verification": self.tokens_per_verification,
             "max_new_tokens": self.max_new_tokens,
             "prompts": self.prompts,
             "identical_outputs": self.identical_outputs,
@@ -212,46 +228,52 @@ def compare(
     *,
     ks: Sequence[int],
     max_new_tokens: int,
+    trees: Sequence[TreeShape] = (),
     on_prompt: Callable[[int, list[SpeedupReport]], None] | None = None,
 ) -> list[SpeedupReport]:
-    """Greedy plain decoding and greedy speculative decoding for every K, prompt by prompt;
-    ``on_prompt(done, reports)`` is called after each prompt (progress reporting)."""
+    """Greedy plain decoding and greedy speculative decoding for every K (chains) and every
+    tree shape, prompt by prompt; ``on_prompt(done, reports)`` is called after each prompt
+    (progress reporting)."""
     if not prompts:
         raise ValueError("no prompts to evaluate")
     reports = [SpeedupReport(k=k, max_new_tokens=max_new_tokens) for k in ks]
+    reports += [SpeedupReport(k=tree.depth, max_new_tokens=max_new_tokens, tree=tree) for tree in trees]
     # Warm-up: first calls pay for allocator growth and kernel setup.
     warmup = list(prompts[0])
     decoder.generate_plain(warmup, max_new_tokens=min(8, max_new_tokens))
-    for k in ks:
-        decoder.generate(warmup, max_new_tokens=min(8, max_new_tokens), num_speculative_tokens=k)
+    for report in reports:
+        _speculate(decoder, report, warmup, min(8, max_new_tokens))
     for done, prompt in enumerate(prompts, start=1):
         plain = decoder.generate_plain(list(prompt), max_new_tokens=max_new_tokens)
         for report in reports:
-            report.add(
-                plain,
-                decoder.generate(
-                    list(prompt), max_new_tokens=max_new_tokens, num_speculative_tokens=report.k
-                ),
-            )
+            report.add(plain, _speculate(decoder, report, list(prompt), max_new_tokens))
         if on_prompt is not None:
             on_prompt(done, reports)
     return reports
 
 
+def _speculate(
+    decoder: SpeculativeDecoder, report: SpeedupReport, prompt: list[int], max_new_tokens: int
+) -> GenerationResult:
+    return decoder.generate(
+        prompt, max_new_tokens=max_new_tokens, num_speculative_tokens=report.k, tree=report.tree
+    )
+
+
 def format_table(reports: Sequence[SpeedupReport]) -> str:
-    """A fixed-width table, one row per K."""
+    """A fixed-width table, one row per drafting setting."""
     width = max((len(r.acceptance_by_position) for r in reports), default=0)
     header = (
-        f"{'K':>2} {'tau':>5} {'plain tok/s':>11} {'spec tok/s':>10} "
+        f"{'drafting':>13} {'tau':>5} {'plain tok/s':>11} {'spec tok/s':>10} "
         f"{'speedup':>7} {'median':>6} {'decode':>6} {'verify/1':>8} {'draft%':>6} {'same':>7}  "
         "acceptance by position"
     )
-    lines = [header, "-" * max(len(header), 64 + 6 * width)]
+    lines = [header, "-" * max(len(header), 75 + 6 * width)]
     for r in reports:
         positions = " ".join(f"{rate:.2f}" for rate in r.acceptance_by_position)
         plain, speculative = r.plain.tokens_per_second, r.speculative.tokens_per_second
         lines.append(
-            f"{r.k:>2} {r.tau:>5.2f} {plain:>11.2f} {speculative:>10.2f} "
+            f"{r.label:>13} {r.tau:>5.2f} {plain:>11.2f} {speculative:>10.2f} "
             f"{r.speedup:>6.2f}x {r.median_prompt_speedup:>5.2f}x {r.decode_speedup:>5.2f}x "
             f"{r.verify_cost_ratio:>8.2f} {100 * r.draft_share:>5.1f}% "
             f"{r.identical_outputs:>3}/{r.prompts:<3}  {positions}"

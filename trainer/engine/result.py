@@ -25,6 +25,7 @@ class GenerationResult:
     num_target_forwards: int  # the prefill included
     accepted_per_step: list[int] = field(default_factory=list)
     proposed_per_step: list[int] = field(default_factory=list)
+    verified_tokens: int = 0  # tokens the target scored in verifications (tree nodes + root)
     seconds: float = 0.0  # whole call: prefill, drafting, verification, bookkeeping
     prefill_seconds: float = 0.0  # target prefill (+ nothing else; the draft prefill counts as drafting)
     draft_seconds: float = 0.0  # every head forward

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
+from transformers.cache_utils import DynamicLayer
 
 from trainer.eagle.capture import TargetFeatureCapture
 
@@ -58,13 +59,26 @@ class TargetRunner:
         """Positions held in the cache."""
         return self._require_cache().get_seq_length()
 
-    def forward(self, input_ids: torch.Tensor, *, logits_to_keep: int) -> TargetOutput:
-        """Run ``input_ids`` [1, T] after the cached positions; logits of the last ``logits_to_keep``."""
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        logits_to_keep: int,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> TargetOutput:
+        """Run ``input_ids`` [1, T] after the cached positions; logits of the last ``logits_to_keep``.
+
+        Causal by default; a draft tree passes its own boolean ``attention_mask``
+        [1, 1, T, cached + T] and ``position_ids`` [1, T].
+        """
         outputs = self.model(
             input_ids=input_ids,
             past_key_values=self._require_cache(),
             use_cache=True,
             logits_to_keep=logits_to_keep,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
         )
         aux = self._capture.aux_hidden_states()[0] if self._capture is not None else None
         return TargetOutput(logits=outputs.logits[0], aux_hidden_states=aux)
@@ -82,6 +96,29 @@ class TargetRunner:
         if num_tokens < 0:
             raise ValueError(f"cannot roll back a negative number of tokens ({num_tokens})")
         self._require_cache().crop(-num_tokens)
+
+    def check_full_attention(self) -> None:
+        """Draft trees keep an arbitrary subset of the verified positions, which only a
+        full-attention cache can do (sliding-window layers have already dropped positions)."""
+        cache = DynamicCache(config=self.model.config)
+        if any(type(layer) is not DynamicLayer for layer in cache.layers):
+            architecture = (getattr(self.model.config, "architectures", None) or ["this target"])[0]
+            raise ValueError(
+                f"draft trees need full-attention layers; {architecture} has sliding-window ones "
+                "(use chain drafting)"
+            )
+
+    def keep(self, length: int, extra_positions: Sequence[int]) -> None:
+        """Keep the first ``length`` positions and then ``extra_positions`` (ascending), in
+        that order; forget the rest. After a tree verification: the accepted path."""
+        cache = self._require_cache()
+        index = torch.tensor([*range(length), *extra_positions], dtype=torch.long, device=self.model.device)
+        for layer in cache.layers:
+            if not isinstance(layer, DynamicLayer):
+                raise TypeError(f"cannot keep positions of a {type(layer).__name__} cache layer")
+            if layer.keys is not None and layer.values is not None and layer.keys.numel():
+                layer.keys = layer.keys.index_select(-2, index)
+                layer.values = layer.values.index_select(-2, index)
 
     def _require_cache(self) -> DynamicCache:
         if self._cache is None:
