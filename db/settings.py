@@ -95,7 +95,9 @@ class Settings(BaseSettings):
         default_factory=dict, description='TrainConfig fields for every job (JSON: {"batch_tokens": 8192}).'
     )
     benchmark_overrides: dict[str, Any] = Field(
-        default_factory=dict, description='BenchmarkConfig fields for every job (JSON: {"max_prompts": 32}).'
+        default_factory=dict,
+        description="ServingBenchmarkConfig fields for every job's benchmark "
+        '(JSON: {"concurrency": [1, 4], "requests_per_level": 8}).',
     )
     recommended_inference_image: str = Field(
         default="vllm/vllm-openai:latest",

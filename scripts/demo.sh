@@ -35,12 +35,13 @@ say "Starting the embedded stack in $STATE_DIR"
 rm -rf "$STATE_DIR"
 mkdir -p "$STATE_DIR"
 read -r API_PORT S3_PORT < <("$PY" -c 'from api.stack.ports import free_ports; print(*free_ports(2))')
-# The worker inherits these: a short benchmark (held-out prompts, 64 new tokens each), and
+# The worker inherits these: a short benchmark (held-out prompts, 8 requests of 64 new tokens
+# at each concurrency level 1, 2, 4, 8), and
 # DEMO_THREADS torch threads (default 1: on a machine whose other core is busy, a second
 # thread waits on it at every op and decoding gets several times slower, not faster).
 THREADS="${DEMO_THREADS:-1}"
 export EAGLENEST_TRAIN_OVERRIDES="{\"num_threads\": $THREADS, \"batch_tokens\": 2048}"
-export EAGLENEST_BENCHMARK_OVERRIDES="{\"max_prompts\": ${DEMO_BENCHMARK_PROMPTS:-12}, \"max_new_tokens\": 64, \"num_threads\": $THREADS}"
+export EAGLENEST_BENCHMARK_OVERRIDES="{\"max_prompts\": ${DEMO_BENCHMARK_PROMPTS:-12}, \"requests_per_level\": 8, \"max_tokens\": 64, \"num_threads\": $THREADS}"
 "$ROOT/.venv/bin/eaglenest" up --state-dir "$STATE_DIR" --port "$API_PORT" --s3-port "$S3_PORT" \
   >"$STATE_DIR/up.log" 2>&1 &
 STACK_PID=$!

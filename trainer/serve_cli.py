@@ -27,6 +27,7 @@ def register(subparsers: Subparsers) -> None:
     k_mode.add_argument("--num-speculative-tokens", type=int, default=None, help="fixed K drafts per step")
     k_mode.add_argument("--adaptive", action="store_true", help="adapt K to acceptance and batch size")
     parser.add_argument("--max-batch-size", type=int, default=8, help="sequences per step (default 8)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000; 0 = any free)")
     parser.add_argument(
@@ -42,8 +43,15 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"--max-batch-size must be at least 1, got {args.max_batch_size}")
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be in 0..65535, got {args.port}")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be at least 1, got {args.threads}")
 
-    from trainer.serving.server import start_server  # noqa: PLC0415 - keeps --help fast
+    import torch  # noqa: PLC0415 - keeps --help fast
+
+    from trainer.serving.server import start_server  # noqa: PLC0415
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
 
     stop = threading.Event()
 

@@ -1,8 +1,11 @@
 """Stage 'benchmark': No EAGLE vs Base EAGLE (the eagle_model head, if any) vs Trained EAGLE.
 
-Calls ``trainer.benchmark.benchmark`` on the held-out conversations training never saw
-and stages ``benchmark/results.json`` and ``results.csv``. Which engine and concurrency
-produced the numbers is written into results.json.
+Each configuration is served by our continuous-batching engine (``python -m trainer
+serve``) and driven by guidellm at fixed concurrency levels (1, 2, 4, 8 unless the worker's
+``benchmark_overrides`` say otherwise) on the held-out conversations training never saw:
+``trainer.benchmark.serving_benchmark``. The stage stages ``benchmark/results.json`` (the
+SageMaker table's columns per configuration and level, plus acceptance length and
+acceptance by position) and ``results.csv``.
 """
 
 from __future__ import annotations
@@ -13,19 +16,25 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainer.benchmark import BASELINE, BenchmarkConfig, BenchmarkConfiguration, BenchmarkReport, benchmark
+from trainer.benchmark import BASELINE, BenchmarkConfiguration
+from trainer.benchmark.guidellm_run import GuidellmError
+from trainer.benchmark.serving_config import ServingBenchmarkConfig
+from trainer.benchmark.serving_report import ServingReport
+from trainer.benchmark.serving_run import serving_benchmark
 from trainer.data.files import read_text
 from worker.artifacts import BenchmarkOutput, required
 from worker.context import JobContext
 from worker.errors import JobFailedError
 from worker.output_layout import BENCHMARK_CSV, BENCHMARK_JSON
 
-DEFAULT_NUM_SPECULATIVE_TOKENS = 3
 BASE_HEAD = "Base EAGLE"
 TRAINED_HEAD = "Trained EAGLE"
 # Kept back from MaxRuntimeInSeconds for publishing; the benchmark gets most of the rest.
 PUBLISH_RESERVE_SECONDS = 30.0
 BENCHMARK_SHARE = 0.8
+# Per configuration, before its levels run: starting a server (model load) and guidellm.
+SERVER_START_SECONDS = 20.0
+MIN_SECONDS_PER_LEVEL = 5.0
 
 
 def benchmark_head(ctx: JobContext) -> None:
@@ -38,37 +47,39 @@ def benchmark_head(ctx: JobContext) -> None:
         ctx.artifacts.benchmark = BenchmarkOutput(report=document, json_path=json_path, csv_path=csv_path)
         ctx.report("Benchmark finished in an earlier run of this job; reusing its results", fraction=1.0)
         return
-    config, prompt_source = _config(ctx)
+    config, prompt_source = _config(ctx, work / "serving")
     names = ", ".join(c.name for c in config.configurations)
-    ctx.report(f"Benchmarking {names} on {prompt_source} (concurrency 1)", fraction=0.05)
+    levels = ", ".join(str(level) for level in config.concurrency)
+    ctx.report(f"Benchmarking {names} at concurrency {levels} on {prompt_source}", fraction=0.05)
     try:
-        report = benchmark(
+        report = serving_benchmark(
             config,
             ctx.should_stop,
             lambda done, total: ctx.report(
-                f"Benchmark: {done} of {total} prompts decoded", fraction=done / total
+                f"Benchmark: {done} of {total} configurations measured", fraction=done / total
             ),
         )
-    except ValueError as error:
+    except (ValueError, GuidellmError, RuntimeError) as error:
         raise JobFailedError(f"Benchmark failed: {error}") from error
     if report.stopped:
         ctx.check()
-    document = _document(ctx, report, prompt_source)
+    document = _document(ctx, config, report, prompt_source)
     work.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(document, indent=2) + "\n")
     csv_path.write_text(report.to_csv())
     ctx.s3.upload_file(csv_path, ctx.layout.staged(BENCHMARK_CSV))
     ctx.s3.upload_file(json_path, ctx.layout.staged(BENCHMARK_JSON))  # last: the stage's marker
     ctx.artifacts.benchmark = BenchmarkOutput(report=document, json_path=json_path, csv_path=csv_path)
-    trained = report.row(TRAINED_HEAD).metrics
+    trained = report.row(TRAINED_HEAD, config.concurrency[0])
     ctx.report(
-        f"Trained EAGLE: acceptance length {trained['acceptance_length'] or 0:.2f}, "
-        f"{trained['output_throughput']:.1f} tokens/s over {report.prompts} prompts",
+        f"Trained EAGLE at concurrency {trained.concurrency}: acceptance length "
+        f"{trained.mean_acceptance_length or 0:.2f}, {trained.output_throughput:.1f} tokens/s "
+        f"({trained.speedup_vs_no_eagle or 0:.2f}x No EAGLE)",
         fraction=1.0,
     )
 
 
-def _config(ctx: JobContext) -> tuple[BenchmarkConfig, str]:
+def _config(ctx: JobContext, work_dir: Path) -> tuple[ServingBenchmarkConfig, str]:
     model = required(ctx.artifacts.model, "the base model")
     trained = required(ctx.artifacts.train, "the trained head")
     configurations = [BenchmarkConfiguration(name=BASELINE)]
@@ -79,20 +90,37 @@ def _config(ctx: JobContext) -> tuple[BenchmarkConfig, str]:
     configurations.append(BenchmarkConfiguration(name=TRAINED_HEAD, head_dir=trained.head_dir))
     prompt_paths, prompt_source = _prompts(ctx, trained.heldout_path)
     fields: dict[str, Any] = {
-        "num_speculative_tokens": ctx.knobs.num_speculative_tokens or DEFAULT_NUM_SPECULATIVE_TOKENS,
+        # The job's K when the user chose one; otherwise the engine adapts K per step.
+        "num_speculative_tokens": ctx.knobs.num_speculative_tokens,
         **ctx.settings.benchmark_overrides,
+        "engine": "eaglenest",
+        # The worker has torch and transformers loaded: a thread serves without a process start.
+        "in_process": True,
         "model_dir": required(model.local_dir, "the cached base model"),
         "prompt_paths": prompt_paths,
         "configurations": configurations,
+        "work_dir": work_dir,
     }
-    seconds_left = ctx.seconds_left()
-    if seconds_left is not None:
-        budget = max(1.0, (seconds_left - PUBLISH_RESERVE_SECONDS) * BENCHMARK_SHARE)
-        fields["time_budget_seconds"] = min(budget, fields.get("time_budget_seconds") or budget)
     try:
-        return BenchmarkConfig.model_validate(fields), prompt_source
+        config = ServingBenchmarkConfig.model_validate(fields)
     except ValidationError as error:
         raise JobFailedError(f"Invalid benchmark configuration (benchmark_overrides): {error}") from None
+    return _within_deadline(ctx, config), prompt_source
+
+
+def _within_deadline(ctx: JobContext, config: ServingBenchmarkConfig) -> ServingBenchmarkConfig:
+    """Cap every concurrency level's duration so the whole benchmark ends before the job's
+    MaxRuntimeInSeconds leaves too little to publish: fewer requests, not a killed job."""
+    seconds_left = ctx.seconds_left()
+    if seconds_left is None:
+        return config
+    budget = (seconds_left - PUBLISH_RESERVE_SECONDS) * BENCHMARK_SHARE
+    runs = len(config.configurations)
+    per_level = (budget - runs * SERVER_START_SECONDS) / (runs * len(config.concurrency))
+    per_level = max(MIN_SECONDS_PER_LEVEL, per_level)
+    if config.max_seconds_per_level is not None:
+        per_level = min(per_level, config.max_seconds_per_level)
+    return config.model_copy(update={"max_seconds_per_level": per_level})
 
 
 def _prompts(ctx: JobContext, heldout: Path) -> tuple[list[Path], str]:
@@ -104,17 +132,28 @@ def _prompts(ctx: JobContext, heldout: Path) -> tuple[list[Path], str]:
     return list(data.files), "training conversations (too little data to hold any out)"
 
 
-def _document(ctx: JobContext, report: BenchmarkReport, prompt_source: str) -> dict[str, Any]:
+def _document(
+    ctx: JobContext, config: ServingBenchmarkConfig, report: ServingReport, prompt_source: str
+) -> dict[str, Any]:
     head_uris = {BASELINE: None, TRAINED_HEAD: ctx.layout.head_uri}
     if ctx.artifacts.base_head is not None:
         head_uris[BASE_HEAD] = ctx.artifacts.base_head.location.uri
-    document = report.model_dump(mode="json")
+    # Local paths of the worker (model cache, logs) mean nothing to the job's user.
+    document = report.model_dump(mode="json", exclude={"artifacts", "model_dir"})
     for row in document["rows"]:
         row["head_dir"] = head_uris.get(row["configuration"])
-    document["prompt_source"] = prompt_source
-    document["note"] = (
-        "Measured with the batch-1 engine at concurrency 1 (one request at a time, greedy); "
-        "metrics come from per-token-chunk timestamps. Higher concurrency needs a serving engine "
-        "with continuous batching."
-    )
-    return document
+    model = required(ctx.artifacts.model, "the base model")
+    k = config.num_speculative_tokens
+    return {
+        **document,
+        "model": model.location.uri,
+        "prompt_source": prompt_source,
+        "num_speculative_tokens": "adaptive" if k is None else k,
+        "max_seconds_per_level": config.max_seconds_per_level,
+        "note": (
+            "Served by eaglenest's continuous-batching engine, one server per configuration; guidellm "
+            "kept each concurrency level's requests in flight (greedy, ignore_eos, max_tokens per "
+            "request) and measured TTFT, TPOT, ITL and throughput; acceptance comes from the server's "
+            "speculative-decoding counters over the same level."
+        ),
+    }

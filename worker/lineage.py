@@ -98,7 +98,15 @@ def build_lineage(
         "training": {name: train.result.get(name) for name in TRAINING_FIELDS},
         "benchmark": {
             key: benchmark.report.get(key)
-            for key in ("engine", "concurrency_levels", "num_speculative_tokens", "max_new_tokens", "prompts")
+            for key in (
+                "engine",
+                "load_generator",
+                "concurrency_levels",
+                "requests_per_level",
+                "max_tokens",
+                "num_speculative_tokens",
+                "prompts",
+            )
         }
         | {"prompt_source": benchmark.report.get("prompt_source")},
         "code_version": code_version(),

@@ -8,6 +8,8 @@ speculation has no acceptance length (None).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -56,19 +58,29 @@ def _document(results: DownloadedResults | Path | str | dict[str, Any]) -> tuple
 
 def _row(source: str, index: int, row: Any) -> BenchmarkTableRow:
     where = f"{source}: rows[{index}]"
-    if not isinstance(row, dict) or not isinstance(row.get("metrics"), dict):
-        raise ValueError(f"{where} has no 'metrics' object")
-    metrics = row["metrics"]
+    if not isinstance(row, dict):
+        raise ValueError(f"{where} is not an object")
+    values: dict[str, Any] = row
+    latency: Callable[[str], float | None] = partial(_optional_number, where, row)
+    acceptance = "mean_acceptance_length"
+    if "metrics" in row:
+        # Jobs benchmarked before the serving engine (batch 1, concurrency 1) kept their
+        # metrics under 'metrics', latencies as distributions.
+        values = row["metrics"]
+        if not isinstance(values, dict):
+            raise ValueError(f"{where}: 'metrics' is not an object")
+        latency = partial(_mean, where, values)
+        acceptance = "acceptance_length"
     return {
         "Configuration": _required(where, row, "configuration", str),
         "Concurrency": _required(where, row, "concurrency", int),
-        "TTFT (ms)": _mean(where, metrics, "ttft_ms"),
-        "TPOT (ms)": _mean(where, metrics, "tpot_ms"),
-        "ITL (ms)": _mean(where, metrics, "itl_ms"),
-        "Request Throughput (req/s)": float(_required(where, metrics, "request_throughput", (int, float))),
-        "Output Throughput (tokens/s)": float(_required(where, metrics, "output_throughput", (int, float))),
-        "OTPS per request": float(_required(where, metrics, "otps_per_request", (int, float))),
-        "Acceptance Length": _optional_number(where, metrics, "acceptance_length"),
+        "TTFT (ms)": latency("ttft_ms"),
+        "TPOT (ms)": latency("tpot_ms"),
+        "ITL (ms)": latency("itl_ms"),
+        "Request Throughput (req/s)": float(_required(where, values, "request_throughput", (int, float))),
+        "Output Throughput (tokens/s)": float(_required(where, values, "output_throughput", (int, float))),
+        "OTPS per request": float(_required(where, values, "otps_per_request", (int, float))),
+        "Acceptance Length": _optional_number(where, values, acceptance),
     }
 
 

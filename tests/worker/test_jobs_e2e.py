@@ -163,6 +163,42 @@ def _stages(jobs: WorkerJobs, name: str) -> list[str]:
     return [message.split("'")[1] for message in with_stage]
 
 
+def _check_benchmark(published: Published, *, model_uri: str, output_uri: str) -> None:
+    """results.json, results.csv and lineage of a from-scratch job's serving benchmark."""
+    # A row per configuration and concurrency level (the test worker's levels are 1 and 2).
+    results = published.results
+    rows = {(row["configuration"], row["concurrency"]): row for row in results["rows"]}
+    assert list(rows) == [("No EAGLE", 1), ("No EAGLE", 2), ("Trained EAGLE", 1), ("Trained EAGLE", 2)]
+    assert results["concurrency_levels"] == [1, 2]
+    assert results["engine"] == "eaglenest"
+    assert results["load_generator"].startswith("guidellm")
+    assert results["num_speculative_tokens"] == 3  # the job's EAGLE_NUM_SPECULATIVE_TOKENS
+    assert results["model"] == model_uri
+    assert results["prompt_source"] == "held-out conversations (never trained on)"
+    assert "artifacts" not in results  # the worker's local paths are not published
+    for (configuration, _), row in rows.items():
+        assert row["successful_requests"] == 2
+        assert row["output_tokens_mean"] == 8
+        assert row["ttft_ms"] > 0
+        assert row["output_throughput"] > 0
+        if configuration == "No EAGLE":
+            assert row["mean_acceptance_length"] is None
+            assert row["head_dir"] is None
+        else:
+            assert 1.0 <= row["mean_acceptance_length"] <= 4.0
+            assert len(row["acceptance_by_position"]) == 3
+            assert row["head_dir"] == output_uri + "eagle_model/"
+            assert row["speedup_vs_no_eagle"] > 0
+    assert [(row["configuration"], row["concurrency"]) for row in published.csv_rows] == [
+        ("No EAGLE", "1"),
+        ("No EAGLE", "2"),
+        ("Trained EAGLE", "1"),
+        ("Trained EAGLE", "2"),
+    ]
+    assert published.lineage["benchmark"]["concurrency_levels"] == [1, 2]
+    assert published.lineage["benchmark"]["requests_per_level"] == 2
+
+
 # ---------------------------------------------------------------------------- the four workflows
 
 
@@ -208,19 +244,7 @@ def test_from_scratch_on_own_data_publishes_head_benchmark_metrics_and_lineage(
     assert lineage["code_version"]["version"]
     assert lineage["output_model"]["name"] == output_model
 
-    rows = {row["configuration"]: row for row in published.results["rows"]}
-    assert list(rows) == ["No EAGLE", "Trained EAGLE"]
-    assert published.results["concurrency_levels"] == [1]
-    assert "concurrency 1" in published.results["note"]
-    assert published.results["num_speculative_tokens"] == 3
-    trained = rows["Trained EAGLE"]["metrics"]
-    assert trained["requests"] >= 1
-    assert trained["ttft_ms"]["mean"] > 0
-    assert trained["acceptance_length"] >= 1.0
-    assert rows["No EAGLE"]["metrics"]["acceptance_length"] is None
-    assert rows["Trained EAGLE"]["head_dir"] == output_uri + "eagle_model/"
-    assert [row["configuration"] for row in published.csv_rows] == ["No EAGLE", "Trained EAGLE"]
-    assert [row["concurrency"] for row in published.csv_rows] == ["1", "1"]
+    _check_benchmark(published, model_uri=model_uri, output_uri=output_uri)
     assert published.metrics[0]["step"] == 1
     assert "loss" in published.metrics[0]
 
@@ -272,9 +296,9 @@ def test_an_existing_head_retrained_on_the_builtin_datasets(
     assert lineage["hyperparameters"]["init_head_dir"] == head_uri
     assert lineage["training"]["draft_vocab_size"] == 512  # fine-tuning keeps the head's vocabulary
     assert lineage["training_data"]["source"] == "BuiltIn"
-    rows = [row["configuration"] for row in published.results["rows"]]
-    assert rows == ["No EAGLE", "Base EAGLE", "Trained EAGLE"]
-    assert published.results["rows"][1]["head_dir"] == head_uri
+    rows = [(row["configuration"], row["concurrency"]) for row in published.results["rows"]]
+    assert rows == [(name, level) for name in ("No EAGLE", "Base EAGLE", "Trained EAGLE") for level in (1, 2)]
+    assert {row["head_dir"] for row in published.results["rows"][2:4]} == {head_uri}
     # The source container's own image is the one to serve the new head with.
     assert job["OptimizationOutput"]["RecommendedInferenceImage"] == "example.com/lmi:1"
 

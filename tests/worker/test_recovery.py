@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass
@@ -102,7 +103,9 @@ def test_stop_during_training_checkpoints_and_ends_stopped_within_ten_seconds(
     assert detail["Stage"] == "train"
     assert 0 < detail["ProgressPercent"] < 100
     assert detail["EtaSeconds"] is not None
-    assert detail["LastMessage"].startswith("training: step")
+    # The trainer checkpoints and evaluates every few steps here, so the message names whichever
+    # of training, checkpointing or evaluating it is doing, always with the step it is at.
+    assert re.match(r"(training: step|(checkpointing|evaluating) at step) \d+/\d+", detail["LastMessage"])
     assert [event.get("Stage") for event in detail["Events"]][2:6] == ["validate", "data", "prepare", "train"]
 
     stopped_at = time.monotonic()
@@ -150,3 +153,20 @@ def test_a_worker_killed_mid_training_is_replaced_and_the_job_resumes_from_its_c
     assert training_result["resumed_from_step"] is not None
     assert training_result["resumed_from_step"] >= 2
     assert training_result["steps"] > training_result["resumed_from_step"]
+
+
+def test_a_bad_benchmark_override_fails_the_job_naming_the_field(
+    training: TrainingJobs, start_celery_worker: StartCeleryWorker
+) -> None:
+    """The worker's benchmark settings are validated like the user's: a level of 0 requests
+    in flight is a FAILED job that says which setting and field, not a crash or a hang."""
+    start_celery_worker(benchmark_overrides={"concurrency": [1, 0]})
+    name = training.start(minutes="0.05")
+
+    job = training.jobs.wait_for(name, FINISHED, timeout=180)
+
+    assert job["OptimizationJobStatus"] == "FAILED"
+    reason = job["FailureReason"]
+    assert "Invalid benchmark configuration (benchmark_overrides)" in reason
+    assert "concurrency levels must be distinct and at least 1" in reason
+    assert "Contents" not in training.s3.list_objects_v2(Bucket=training.bucket, Prefix="out/lineage.json")

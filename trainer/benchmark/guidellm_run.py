@@ -69,6 +69,7 @@ def guidellm_command(
     output_path: Path,
     concurrency: Sequence[int],
     requests_per_level: int,
+    max_seconds_per_level: float | None = None,
 ) -> list[str]:
     backend = {
         "kind": "openai_http",
@@ -78,6 +79,15 @@ def guidellm_command(
         # Without it guidellm sends no temperature: servers sample and acceptance collapses.
         "extras": {"body": {"temperature": 0}},
     }
+    # A level ends at whichever comes first: its requests, or its time.
+    duration = (
+        []
+        if max_seconds_per_level is None
+        else [
+            "--constraint",
+            f"kind=max_duration,seconds={max_seconds_per_level:g}",
+        ]
+    )
     return [
         guidellm_executable(),
         "run",
@@ -90,6 +100,7 @@ def guidellm_command(
         ",".join(str(level) for level in concurrency),
         "--constraint",
         f"kind=max_requests,count={requests_per_level}",
+        *duration,
         "--tokenizer",
         f"kind=hf_auto,model={tokenizer_dir}",
         "--data",

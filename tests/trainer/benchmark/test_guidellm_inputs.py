@@ -15,16 +15,21 @@ from trainer.data.loader import load_conversations
 from trainer.models.tiny import write_tiny_target
 
 
-def test_command_runs_every_level_in_one_concurrent_profile_greedily(tmp_path: Path) -> None:
-    command = guidellm_command(
+def _command(tmp_path: Path, concurrency: list[int], **deadline: float) -> list[str]:
+    return guidellm_command(
         target="http://127.0.0.1:8000",
         model_name="smol",
         tokenizer_dir=tmp_path,
         data_path=tmp_path / "prompts.jsonl",
         output_path=tmp_path / "out.json",
-        concurrency=[1, 2, 4, 8],
+        concurrency=concurrency,
         requests_per_level=16,
+        **deadline,
     )
+
+
+def test_command_runs_every_level_in_one_concurrent_profile_greedily(tmp_path: Path) -> None:
+    command = _command(tmp_path, [1, 2, 4, 8])
 
     backend = json.loads(command[command.index("--backend") + 1])
     assert backend["request_format"] == "/v1/completions"
@@ -36,6 +41,13 @@ def test_command_runs_every_level_in_one_concurrent_profile_greedily(tmp_path: P
     ]
     assert command[command.index("--constraint") + 1] == "kind=max_requests,count=16"
     assert command[command.index("--output") + 1] == f"kind=json,path={tmp_path / 'out.json'}"
+
+
+def test_a_deadline_adds_a_duration_constraint_beside_the_request_count(tmp_path: Path) -> None:
+    command = _command(tmp_path, [1, 2], max_seconds_per_level=7.5)
+
+    constraints = [command[i + 1] for i, part in enumerate(command) if part == "--constraint"]
+    assert constraints == ["kind=max_requests,count=16", "kind=max_duration,seconds=7.5"]
 
 
 def test_prompts_are_rendered_in_the_chat_template_and_repeat_to_fill_a_level(tmp_path: Path) -> None:

@@ -50,6 +50,9 @@ def test_every_configuration_and_level_gets_guidellm_measurements_and_acceptance
         requests_per_level=3,
         max_tokens=TOKENS,
         num_speculative_tokens=K,
+        # On a thread of this process, as the worker serves (the bench command below covers
+        # the subprocess server).
+        in_process=True,
         work_dir=tmp_path,
     )
 
@@ -86,6 +89,7 @@ def test_every_configuration_and_level_gets_guidellm_measurements_and_acceptance
         assert len(row.acceptance_by_position) == K
         assert row.speedup_vs_no_eagle is not None
     assert Path(report.artifacts["trained-eagle guidellm"]).is_file()
+    assert "served in process" in Path(report.artifacts["trained-eagle server log"]).read_text()
 
 
 def test_command_writes_results_json_and_csv(

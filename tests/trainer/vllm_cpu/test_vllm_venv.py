@@ -87,13 +87,15 @@ def test_eaglenest_command_is_adaptive_unless_k_is_given() -> None:
     fixed = eaglenest_command(
         ServerSpec(Path("/m"), "smol", head_dir=Path("/h"), num_speculative_tokens=2), 9000
     )
-    plain = eaglenest_command(ServerSpec(Path("/m"), "smol", max_batch_size=4), 9000)
+    plain = eaglenest_command(ServerSpec(Path("/m"), "smol", max_batch_size=4, num_threads=1), 9000)
 
     assert adaptive[1:4] == ["-m", "trainer", "serve"]
     assert "--adaptive" in adaptive
     assert fixed[fixed.index("--num-speculative-tokens") + 1] == "2"
     assert "--head" not in plain
     assert plain[plain.index("--max-batch-size") + 1] == "4"
+    assert plain[plain.index("--threads") + 1] == "1"
+    assert "--threads" not in adaptive
 
 
 def test_server_environment_preloads_intel_openmp(tmp_path: Path) -> None:
