@@ -47,6 +47,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--requests-per-level", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--stop-at-eos", action="store_true", help="replies end at end-of-sequence")
     parser.add_argument("--k", type=int, default=FIXED_K, help="vLLM's K and our fixed-K row's (3)")
     parser.add_argument("--engines", nargs="+", choices=("eaglenest", "vllm"), default=["eaglenest", "vllm"])
     parser.add_argument("--out", type=Path, default=REPO / ".cache/bench/serving-table")
@@ -76,6 +77,7 @@ def main() -> None:
             concurrency=args.concurrency,
             requests_per_level=args.requests_per_level,
             max_tokens=args.max_tokens,
+            stop_at_eos=args.stop_at_eos,
             work_dir=args.out / engine / "raw",
         )
         report = benchmark(config)
@@ -85,7 +87,7 @@ def main() -> None:
     for engine, report in reports.items():
         print(
             f"\n### {engine}: {report.prompts} held-out prompts, {report.requests_per_level} requests per "
-            f"level, {report.max_tokens} tokens each, {report.load_generator}\n"
+            f"level, {report.tokens_per_request()}, {report.load_generator}\n"
         )
         print(report.format_table())
     print()

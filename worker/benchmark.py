@@ -152,8 +152,8 @@ def _document(
         "max_seconds_per_level": config.max_seconds_per_level,
         "note": (
             "Served by eaglenest's continuous-batching engine, one server per configuration; guidellm "
-            "kept each concurrency level's requests in flight (greedy, ignore_eos, max_tokens per "
-            "request) and measured TTFT, TPOT, ITL and throughput; acceptance comes from the server's "
+            f"kept each concurrency level's requests in flight (greedy; {report.tokens_per_request()}) "
+            "and measured TTFT, TPOT, ITL and throughput; acceptance comes from the server's "
             "speculative-decoding counters over the same level."
         ),
     }

@@ -32,6 +32,12 @@ def register(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--requests-per-level", type=int, default=16, help="requests per level (16)")
     parser.add_argument("--max-tokens", type=int, default=96, help="tokens generated per request (96)")
+    parser.add_argument(
+        "--stop-at-eos",
+        action="store_true",
+        help="let replies end at the model's end-of-sequence token (at most --max-tokens) instead of "
+        "generating exactly --max-tokens",
+    )
     parser.add_argument("--max-prompts", type=int, default=None, help="distinct prompts to use at most")
     parser.add_argument(
         "--num-speculative-tokens",
@@ -82,6 +88,7 @@ def run_bench(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             requests_per_level=args.requests_per_level,
             max_tokens=args.max_tokens,
+            stop_at_eos=args.stop_at_eos,
             max_prompts=args.max_prompts,
             num_speculative_tokens=args.num_speculative_tokens,
             max_batch_size=args.max_batch_size,
@@ -98,7 +105,7 @@ def run_bench(args: argparse.Namespace) -> int:
     (args.out / "results.csv").write_text(report.to_csv())
     print(
         f"engine: {report.engine}, {report.prompts} prompts, {report.requests_per_level} requests "
-        f"per level, {report.max_tokens} tokens each, {report.load_generator}"
+        f"per level, {report.tokens_per_request()}, {report.load_generator}"
     )
     print(report.format_table())
     print(f"results: {args.out / 'results.json'}, {args.out / 'results.csv'}")

@@ -4,7 +4,8 @@ One ``guidellm run`` covers every level (``--profile kind=concurrent`` with
 ``--override profile.streams 1,2,4,8``): each level sends ``requests_per_level`` requests
 with that many in flight at all times. Requests go to ``/v1/completions`` with prompts the
 benchmark already rendered in the chat template, ``max_tokens`` fixed per request (guidellm
-then sets ``ignore_eos`` so every request generates exactly that many tokens) and
+then sets ``ignore_eos`` so every request generates exactly that many tokens, unless
+``stop_at_eos`` sends ``ignore_eos: false`` to let replies end where the model ends them) and
 ``temperature: 0`` in the request body: greedy decoding, where a draft head's acceptance
 is what it would be in a greedy deployment.
 """
@@ -70,14 +71,19 @@ def guidellm_command(
     concurrency: Sequence[int],
     requests_per_level: int,
     max_seconds_per_level: float | None = None,
+    stop_at_eos: bool = False,
 ) -> list[str]:
+    # Without a temperature guidellm sends none: servers sample and acceptance collapses.
+    body: dict[str, Any] = {"temperature": 0}
+    if stop_at_eos:
+        # guidellm merges extras into the body after setting ignore_eos: true, so this wins.
+        body["ignore_eos"] = False
     backend = {
         "kind": "openai_http",
         "target": target,
         "model": model_name,
         "request_format": "/v1/completions",
-        # Without it guidellm sends no temperature: servers sample and acceptance collapses.
-        "extras": {"body": {"temperature": 0}},
+        "extras": {"body": body},
     }
     # A level ends at whichever comes first: its requests, or its time.
     duration = (

@@ -34,7 +34,15 @@ class ServingBenchmarkConfig(BaseModel):
     )
     requests_per_level: int = Field(default=16, ge=1, description="Requests sent at each concurrency level.")
     max_tokens: int = Field(
-        default=96, ge=2, description="Tokens generated per request (end-of-sequence ignored)."
+        default=96,
+        ge=2,
+        description="Tokens generated per request: exactly this many, or at most with stop_at_eos.",
+    )
+    stop_at_eos: bool = Field(
+        default=False,
+        description="Let a reply end at the model's end-of-sequence token (ignore_eos: false) instead "
+        "of generating max_tokens regardless, as guidellm does by default. Text past the end of a "
+        "reply is nothing a head was trained on, so acceptance is lower without this.",
     )
     max_prompts: int | None = Field(default=None, ge=1, description="Use at most this many distinct prompts.")
     num_speculative_tokens: int | None = Field(

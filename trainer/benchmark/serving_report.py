@@ -96,6 +96,9 @@ class ServingReport(BaseModel):
     concurrency_levels: list[int]
     requests_per_level: int
     max_tokens: int
+    stop_at_eos: bool = Field(
+        default=False, description="Replies ended at end-of-sequence; else each generated max_tokens."
+    )
     prompts: int = Field(description="Distinct prompts sent (they repeat when fewer than requests).")
     prompt_source: list[str]
     seconds: float
@@ -110,6 +113,11 @@ class ServingReport(BaseModel):
             if row.configuration == configuration and row.concurrency == concurrency:
                 return row
         raise KeyError(f"no row for {configuration!r} at concurrency {concurrency}")
+
+    def tokens_per_request(self) -> str:
+        if self.stop_at_eos:
+            return f"up to {self.max_tokens} tokens each (ending at end-of-sequence)"
+        return f"{self.max_tokens} tokens each"
 
     def format_table(self) -> str:
         """A Markdown table with the SageMaker benchmark's columns plus acceptance and K."""

@@ -79,6 +79,7 @@ def serving_benchmark(
         concurrency_levels=list(config.concurrency),
         requests_per_level=config.requests_per_level,
         max_tokens=config.max_tokens,
+        stop_at_eos=config.stop_at_eos,
         prompts=distinct,
         prompt_source=[str(path) for path in config.prompt_paths],
         seconds=time.monotonic() - started,
@@ -146,6 +147,7 @@ def _measure(
             concurrency=config.concurrency,
             requests_per_level=config.requests_per_level,
             max_seconds_per_level=config.max_seconds_per_level,
+            stop_at_eos=config.stop_at_eos,
         )
         with CounterPoller(server.url, PREFIXES[config.engine]) as poller:
             run_guidellm(command, config.work_dir / f"guidellm-{slug}.log")

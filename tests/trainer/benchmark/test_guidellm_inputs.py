@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from guidellm.backends.openai.request_handlers import TextCompletionsRequestHandler
+from guidellm.schemas import GenerationRequest
 from transformers import AutoTokenizer
 
 from tests.worker.tiny_inputs import sharegpt_jsonl
@@ -15,7 +18,7 @@ from trainer.data.loader import load_conversations
 from trainer.models.tiny import write_tiny_target
 
 
-def _command(tmp_path: Path, concurrency: list[int], **deadline: float) -> list[str]:
+def _command(tmp_path: Path, concurrency: list[int], **options: Any) -> list[str]:
     return guidellm_command(
         target="http://127.0.0.1:8000",
         model_name="smol",
@@ -24,7 +27,7 @@ def _command(tmp_path: Path, concurrency: list[int], **deadline: float) -> list[
         output_path=tmp_path / "out.json",
         concurrency=concurrency,
         requests_per_level=16,
-        **deadline,
+        **options,
     )
 
 
@@ -48,6 +51,26 @@ def test_a_deadline_adds_a_duration_constraint_beside_the_request_count(tmp_path
 
     constraints = [command[i + 1] for i, part in enumerate(command) if part == "--constraint"]
     assert constraints == ["kind=max_requests,count=16", "kind=max_duration,seconds=7.5"]
+
+
+def _request_body(command: list[str]) -> dict[str, Any]:
+    """The body guidellm's own /v1/completions handler builds from our backend arguments."""
+    backend = json.loads(command[command.index("--backend") + 1])
+    request = GenerationRequest(columns={"text_column": ["Hello"]})
+    request.output_metrics.text_tokens = 96  # what guidellm sets for a fixed output length
+    handler = TextCompletionsRequestHandler()
+    return dict(handler.format(request, model=backend["model"], extras=backend["extras"]).body)
+
+
+def test_replies_run_to_max_tokens_unless_asked_to_stop_at_eos(tmp_path: Path) -> None:
+    fixed = _request_body(_command(tmp_path, [1]))
+    ending = _request_body(_command(tmp_path, [1], stop_at_eos=True))
+
+    assert fixed["ignore_eos"] is True
+    assert ending["ignore_eos"] is False
+    for body in (fixed, ending):
+        assert body["max_tokens"] == 96
+        assert body["temperature"] == 0
 
 
 def test_prompts_are_rendered_in_the_chat_template_and_repeat_to_fill_a_level(tmp_path: Path) -> None:
