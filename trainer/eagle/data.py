@@ -272,6 +272,8 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     regenerated: list[Conversation] = []
     samples: list[TokenizedConversation] = []
     started = clock()
+    # Said now: the first batch's progress comes only once it is generated, a minute or more.
+    report("regenerating", 0, len(conversations))
     for number, start in enumerate(range(0, len(conversations), chunk)):
         if stop_regenerating():
             stats.regeneration_stopped = True

@@ -4,8 +4,10 @@ Layout and tensor names follow the native EAGLE-3 checkpoint format that vLLM an
 SGLang load (``fc``, ``midlayer.*``, ``norm``, ``lm_head``, ``d2t``, ``t2d``), so export
 is a plain ``state_dict`` copy.
 
-The decoder layer runs in two attention modes that share every weight:
+The decoder layer runs in three attention modes that share every weight:
 - *cached*: inference; new positions attend to a growing key/value cache (causal).
+- *packed*: inference for many sequences at once; their new positions lie end to end in
+  one row and each attends to its own cache (the serving engine drafts a batch this way).
 - *training-time test* (TTT): step i at index t attends to step-0 keys at indices <= t
   plus the keys of steps 1..i at index t only, which is exactly what a draft chain sees
   at inference (the accepted prefix, then its own earlier drafts).
@@ -13,7 +15,7 @@ The decoder layer runs in two attention modes that share every weight:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -146,6 +148,24 @@ class Eagle3Attention(nn.Module):
 
         return attend
 
+    def packed_attention(self, caches: Sequence[DraftKVCache], lengths: Sequence[int]) -> AttendFn:
+        """Queries/keys/values [1, heads, sum(lengths), D]: ``lengths[i]`` new positions of
+        the sequence whose cache is ``caches[i]``, in order; each attends causally to its own
+        cache and new positions, exactly as ``cached_attention`` does for it alone."""
+
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            pieces = zip(
+                caches,
+                torch.split(q, list(lengths), dim=2),
+                torch.split(k, list(lengths), dim=2),
+                torch.split(v, list(lengths), dim=2),
+                strict=True,
+            )
+            outputs = [self.cached_attention(cache, None)(q_i, k_i, v_i) for cache, q_i, k_i, v_i in pieces]
+            return torch.cat(outputs, dim=2)
+
+        return attend
+
     def ttt_attention(self, steps: TTTKeyValues, query_index: torch.Tensor | None = None) -> AttendFn:
         """Step-0 keys causally, then each later step's key at the query's own index.
 
@@ -271,6 +291,19 @@ class Eagle3DraftModel(nn.Module):
     ) -> torch.Tensor:
         """Inference step: ``hidden`` is fused target features or the head's own output."""
         attend = self.midlayer.self_attn.cached_attention(cache, attention_mask)
+        return self._layer(input_ids, hidden, position_ids, attend)
+
+    def forward_packed(
+        self,
+        input_ids: torch.Tensor,
+        hidden: torch.Tensor,
+        position_ids: torch.Tensor,
+        caches: Sequence[DraftKVCache],
+        lengths: Sequence[int],
+    ) -> torch.Tensor:
+        """Inference step for several sequences packed in one row ([1, sum(lengths)] ids and
+        positions, [1, sum(lengths), H] hidden); ``caches[i]`` grows by ``lengths[i]``."""
+        attend = self.midlayer.self_attn.packed_attention(caches, lengths)
         return self._layer(input_ids, hidden, position_ids, attend)
 
     def forward_ttt_step(

@@ -76,7 +76,7 @@ class Drafter:
         token_probs: list[torch.Tensor] = []
         for step in range(num_tokens):
             logits = self.head.compute_logits(prenorm)[0, 0]
-            token = self._choose(logits, params, generator, token_probs)
+            token = self.choose(logits, params, generator, token_probs)
             tokens.append(token)
             if step + 1 < num_tokens:
                 # The chain feeds the head's own output back with the token it just drafted.
@@ -101,7 +101,7 @@ class Drafter:
         prenorm = self.head(next_token_ids.unsqueeze(0), hidden, positions, cache)[:, -1:]
         return prenorm, committed
 
-    def _choose(
+    def choose(
         self,
         logits: torch.Tensor,
         params: SamplingParams,

@@ -30,7 +30,9 @@ class ReplayHead(Eagle3DraftModel):
     reference: list[int]
     wrong_at: set[int]
     _draft_of: list[int]
-    _last_position: int
+    # Position of each sequence's newest entry, in the order forwarded; one position
+    # stands for every row (a tree's nodes of one depth share it).
+    _last_positions: list[int]
 
     @classmethod
     def from_head(
@@ -40,7 +42,7 @@ class ReplayHead(Eagle3DraftModel):
         replay.load_state_dict(head.state_dict())
         replay.reference = list(reference)
         replay.wrong_at = set(wrong_at)
-        replay._last_position = 0
+        replay._last_positions = [0]
         d2t = replay.get_buffer("d2t")
         targets = replay.draft_to_target_ids(torch.arange(len(d2t), device=d2t.device))
         # Draft id of every target id, -1 where the draft vocabulary lacks it.
@@ -57,16 +59,34 @@ class ReplayHead(Eagle3DraftModel):
         cache: DraftKVCache,
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        self._last_position = int(position_ids[0, -1])
+        self._last_positions = [int(position_ids[0, -1])]
         return super().forward(input_ids, hidden, position_ids, cache, attention_mask)
 
+    def forward_packed(
+        self,
+        input_ids: torch.Tensor,
+        hidden: torch.Tensor,
+        position_ids: torch.Tensor,
+        caches: Sequence[DraftKVCache],
+        lengths: Sequence[int],
+    ) -> torch.Tensor:
+        ends = torch.tensor(lengths).cumsum(0) - 1
+        self._last_positions = [int(position) for position in position_ids[0, ends]]
+        return super().forward_packed(input_ids, hidden, position_ids, caches, lengths)
+
     def compute_logits(self, prenorm_hidden: torch.Tensor) -> torch.Tensor:
+        """One row of logits per sequence last forwarded (all of them replay ``reference``)."""
         real = super().compute_logits(prenorm_hidden)  # paid for, as with a trained head
-        predicted = self._last_position + 2
-        token = self.reference[predicted] if predicted < len(self.reference) else 0
-        choice = max(self._draft_of[token], 0)
-        if predicted in self.wrong_at:
-            choice = (choice + 1) % self.config.draft_vocab_size
         logits = torch.full_like(real, -_CERTAIN)
-        logits[..., choice] = _CERTAIN
+        rows = logits.view(-1, logits.shape[-1])
+        positions = self._last_positions
+        if len(positions) == 1:
+            positions = positions * rows.shape[0]
+        for row, position in zip(rows, positions, strict=True):
+            predicted = position + 2
+            token = self.reference[predicted] if predicted < len(self.reference) else 0
+            choice = max(self._draft_of[token], 0)
+            if predicted in self.wrong_at:
+                choice = (choice + 1) % self.config.draft_vocab_size
+            row[choice] = _CERTAIN
         return logits

@@ -7,7 +7,8 @@ Each step:
    ones have left after the previous step.
 2. The speculation policy picks K for this batch size. Every prefilled sequence with a
    head drafts up to K tokens (fewer near its ``max_new_tokens``) from its own draft
-   cache, as batch-1 decoding does (``trainer.engine.draft.Drafter``).
+   cache; the head runs once per chain step for all of them
+   (``trainer.engine.batch_draft.propose_batch``).
 3. One target forward over the packed new tokens of every sequence: a joining
    sequence's prompt, the others' pending token plus their drafts
    (``trainer.serving.packed_target``).
@@ -34,6 +35,7 @@ import torch
 from transformers import PreTrainedModel
 
 from trainer.eagle.model import Eagle3DraftModel
+from trainer.engine.batch_draft import DraftRequest, propose_batch
 from trainer.engine.decoder import SpeculativeDecoder, _check_head_fits, _eos_of
 from trainer.engine.draft import Drafter, Proposal
 from trainer.engine.packed_linear import pack_linear_layers, packing_available
@@ -205,7 +207,7 @@ class ServingEngine:
 
     def _step(self) -> None:
         k = self.speculation.num_tokens(len(self._active)) if self.head is not None else 0
-        proposals = [self._draft(active, k) for active in self._active]
+        proposals = self._draft(k)
         segments = [
             self._segment(active, proposal) for active, proposal in zip(self._active, proposals, strict=True)
         ]
@@ -214,15 +216,32 @@ class ServingEngine:
             self._advance(active, proposal, output)
         self.metrics.record_step(k)
 
-    def _draft(self, active: _Active, k: int) -> Proposal | None:
+    def _draft(self, k: int) -> list[Proposal | None]:
+        """Up to ``k`` drafts for every sequence that can take them, in one batch."""
+        proposals: list[Proposal | None] = [None] * len(self._active)
+        if self.head is None or k < 1:
+            return proposals
+        drafting: list[int] = []
+        requests: list[DraftRequest] = []
+        for index, active in enumerate(self._active):
+            request = self._draft_request(active, k)
+            if request is not None:
+                drafting.append(index)
+                requests.append(request)
+        for index, proposal in zip(drafting, propose_batch(self.head, requests), strict=True):
+            proposals[index] = proposal
+        return proposals
+
+    def _draft_request(self, active: _Active, k: int) -> DraftRequest | None:
         num_drafts = min(k, active.sequence.remaining - 1)
         if active.drafter is None or not active.prefilled or num_drafts < 1 or active.unseen is None:
             return None
         # The head's entries lag the target by the positions it has not seen features of.
         next_ids = active.sequence.tokens_in(active.drafter.length + 1, active.cache.length + 1)
-        return active.drafter.propose(
-            active.unseen,
-            torch.tensor(next_ids, dtype=torch.long, device=self.device),
+        return DraftRequest(
+            drafter=active.drafter,
+            aux_hidden_states=active.unseen,
+            next_token_ids=torch.tensor(next_ids, dtype=torch.long, device=self.device),
             num_tokens=num_drafts,
             params=active.handle.request.sampling,
             generator=active.generator,
