@@ -66,6 +66,9 @@ class OptimizationJob(IdMixin, TimestampMixin, Base):
     last_message: Mapped[str | None] = mapped_column(Text)
     failure_reason: Mapped[str | None] = mapped_column(Text)
     optimization_output: Mapped[dict[str, Any] | None] = mapped_column(JsonDocument)
+    # What the job's benchmark says to deploy at each concurrency level (results.json's
+    # "recommendation"); AWS's OptimizationOutput has no member for it, the REST face shows it.
+    deployment_recommendation: Mapped[dict[str, Any] | None] = mapped_column(JsonDocument)
     celery_task_id: Mapped[str | None] = mapped_column(String(255))
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

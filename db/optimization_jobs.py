@@ -293,9 +293,17 @@ def set_job_task_id(session: Session, *, job: OptimizationJob, task_id: str) -> 
     session.flush()
 
 
-def set_job_output(session: Session, *, job: OptimizationJob, optimization_output: dict[str, Any]) -> None:
-    """Store DescribeOptimizationJob's OptimizationOutput (e.g. RecommendedInferenceImage)."""
+def set_job_output(
+    session: Session,
+    *,
+    job: OptimizationJob,
+    optimization_output: dict[str, Any],
+    deployment_recommendation: dict[str, Any] | None = None,
+) -> None:
+    """Store DescribeOptimizationJob's OptimizationOutput (e.g. RecommendedInferenceImage) and
+    the benchmark's deployment recommendation."""
     job.optimization_output = optimization_output
+    job.deployment_recommendation = deployment_recommendation
     job.last_modified_at = utc_now()
     session.flush()
 

@@ -35,6 +35,9 @@ BENCHMARK_SHARE = 0.8
 # Per configuration, before its levels run: starting a server (model load) and guidellm.
 SERVER_START_SECONDS = 20.0
 MIN_SECONDS_PER_LEVEL = 5.0
+# Fixed K measured beside adaptive K for every head, so that the job can recommend the best
+# K at each concurrency level, or no speculative decoding where no K pays off.
+JOB_K_SWEEP = (1, 2, 3, 4, 5)
 
 
 def benchmark_head(ctx: JobContext) -> None:
@@ -48,7 +51,7 @@ def benchmark_head(ctx: JobContext) -> None:
         ctx.report("Benchmark finished in an earlier run of this job; reusing its results", fraction=1.0)
         return
     config, prompt_source = _config(ctx, work / "serving")
-    names = ", ".join(c.name for c in config.configurations)
+    names = ", ".join(c.name for c in config.measured_configurations())
     levels = ", ".join(str(level) for level in config.concurrency)
     ctx.report(f"Benchmarking {names} at concurrency {levels} on {prompt_source}", fraction=0.05)
     try:
@@ -71,10 +74,12 @@ def benchmark_head(ctx: JobContext) -> None:
     ctx.s3.upload_file(json_path, ctx.layout.staged(BENCHMARK_JSON))  # last: the stage's marker
     ctx.artifacts.benchmark = BenchmarkOutput(report=document, json_path=json_path, csv_path=csv_path)
     trained = report.row(TRAINED_HEAD, config.concurrency[0])
+    advice = report.recommendation
+    recommendation = "" if advice is None else f". Recommended: {advice.summary}"
     ctx.report(
-        f"Trained EAGLE at concurrency {trained.concurrency}: acceptance length "
+        f"Trained EAGLE (adaptive K) at concurrency {trained.concurrency}: acceptance length "
         f"{trained.mean_acceptance_length or 0:.2f}, {trained.output_throughput:.1f} tokens/s "
-        f"({trained.speedup_vs_no_eagle or 0:.2f}x No EAGLE)",
+        f"({trained.speedup_vs_no_eagle or 0:.2f}x No EAGLE){recommendation}",
         fraction=1.0,
     )
 
@@ -89,10 +94,15 @@ def _config(ctx: JobContext, work_dir: Path) -> tuple[ServingBenchmarkConfig, st
         )
     configurations.append(BenchmarkConfiguration(name=TRAINED_HEAD, head_dir=trained.head_dir))
     prompt_paths, prompt_source = _prompts(ctx, trained.heldout_path)
+    # Each head is served with adaptive K (the engine's default) and at every K of the sweep,
+    # the job's EAGLE_NUM_SPECULATIVE_TOKENS included.
+    overrides = ctx.settings.benchmark_overrides
+    k_sweep = list(overrides.get("k_sweep", JOB_K_SWEEP))
+    if ctx.knobs.num_speculative_tokens is not None:
+        k_sweep.append(ctx.knobs.num_speculative_tokens)
     fields: dict[str, Any] = {
-        # The job's K when the user chose one; otherwise the engine adapts K per step.
-        "num_speculative_tokens": ctx.knobs.num_speculative_tokens,
-        **ctx.settings.benchmark_overrides,
+        **overrides,
+        "k_sweep": k_sweep,
         "engine": "eaglenest",
         # The worker has torch and transformers loaded: a thread serves without a process start.
         "in_process": True,
@@ -115,7 +125,7 @@ def _within_deadline(ctx: JobContext, config: ServingBenchmarkConfig) -> Serving
     if seconds_left is None:
         return config
     budget = (seconds_left - PUBLISH_RESERVE_SECONDS) * BENCHMARK_SHARE
-    runs = len(config.configurations)
+    runs = len(config.measured_configurations())
     per_level = (budget - runs * SERVER_START_SECONDS) / (runs * len(config.concurrency))
     per_level = max(MIN_SECONDS_PER_LEVEL, per_level)
     if config.max_seconds_per_level is not None:
@@ -135,15 +145,16 @@ def _prompts(ctx: JobContext, heldout: Path) -> tuple[list[Path], str]:
 def _document(
     ctx: JobContext, config: ServingBenchmarkConfig, report: ServingReport, prompt_source: str
 ) -> dict[str, Any]:
-    head_uris = {BASELINE: None, TRAINED_HEAD: ctx.layout.head_uri}
+    trained = required(ctx.artifacts.train, "the trained head")
+    head_uris: dict[str | None, str] = {str(trained.head_dir): ctx.layout.head_uri}
     if ctx.artifacts.base_head is not None:
-        head_uris[BASE_HEAD] = ctx.artifacts.base_head.location.uri
+        head_uris[str(ctx.artifacts.base_head.local_dir)] = ctx.artifacts.base_head.location.uri
     # Local paths of the worker (model cache, logs) mean nothing to the job's user.
     document = report.model_dump(mode="json", exclude={"artifacts", "model_dir"})
     for row in document["rows"]:
-        row["head_dir"] = head_uris.get(row["configuration"])
+        row["head_dir"] = head_uris.get(row["head_dir"])
     model = required(ctx.artifacts.model, "the base model")
-    k = config.num_speculative_tokens
+    k = ctx.knobs.num_speculative_tokens
     return {
         **document,
         "model": model.location.uri,

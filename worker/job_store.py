@@ -227,12 +227,16 @@ class JobStore:
         with self.unit_of_work() as session:
             add_training_points(session, job_id=job_id, points=points)
 
-    def set_output(self, job_id: int, output: dict[str, Any]) -> None:
-        """DescribeOptimizationJob's OptimizationOutput."""
+    def set_output(
+        self, job_id: int, output: dict[str, Any], recommendation: dict[str, Any] | None = None
+    ) -> None:
+        """DescribeOptimizationJob's OptimizationOutput and the REST face's DeploymentRecommendation."""
         with self.unit_of_work() as session:
             job = get_optimization_job_by_id(session, job_id=job_id, for_update=True)
             if job is not None:
-                set_job_output(session, job=job, optimization_output=output)
+                set_job_output(
+                    session, job=job, optimization_output=output, deployment_recommendation=recommendation
+                )
 
     def finish(self, job_id: int, outcome: Outcome) -> OptimizationJobStatus | None:
         """Record the run's outcome unless the job already ended; returns the job's final status."""

@@ -40,7 +40,12 @@ def publish_outputs(ctx: JobContext) -> None:
         )
     else:
         _create_output_model(ctx)  # a run that died after the commit may not have got here
-    ctx.store.set_output(ctx.job.id, {"RecommendedInferenceImage": _inference_image(ctx)})
+    benchmark = ctx.artifacts.benchmark
+    ctx.store.set_output(
+        ctx.job.id,
+        {"RecommendedInferenceImage": _inference_image(ctx)},
+        None if benchmark is None else benchmark.report.get("recommendation"),
+    )
     removed = ctx.s3.delete_prefix(layout.staging)
     ctx.report(f"Published to {layout.final.uri} ({removed} staged files cleaned up)", fraction=1.0)
 

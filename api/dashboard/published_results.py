@@ -78,4 +78,6 @@ def _table_row(row: Any) -> BenchmarkTableRowShape:
         output_throughput=row["Output Throughput (tokens/s)"],
         otps_per_request=row["OTPS per request"],
         acceptance_length=row["Acceptance Length"],
+        k=row["K"],
+        speedup_vs_no_eagle=row["Speedup vs No EAGLE"],
     )

@@ -62,6 +62,8 @@ class BenchmarkTableRowShape(AwsShape):
     output_throughput: float
     otps_per_request: float
     acceptance_length: float | None = None
+    k: str | None = Field(default=None, description="Draft tokens per step: a number, 'adaptive', or none.")
+    speedup_vs_no_eagle: float | None = None
 
 
 class JobResults(AwsShape):

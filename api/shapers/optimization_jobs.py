@@ -66,6 +66,7 @@ def optimization_job_detail(
         estimated_completion_time=job.estimated_completion_at,
         eta_seconds=eta_seconds,
         last_message=job.last_message,
+        deployment_recommendation=job.deployment_recommendation,
         events=[
             OptimizationJobEvent(
                 time=event.occurred_at, status=event.status.value, stage=event.stage, message=event.message

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -140,6 +140,12 @@ class OptimizationJobDetail(DescribeOptimizationJobResponse):
     )
     eta_seconds: float | None = Field(default=None, description="Seconds until then, at response time.")
     last_message: str | None = Field(default=None, description="The worker's latest message.")
+    deployment_recommendation: dict[str, Any] | None = Field(
+        default=None,
+        description="Once COMPLETED: what to deploy at each concurrency level -- the fastest "
+        "configuration, or plain decoding where no head beat No EAGLE beyond the noise margin "
+        "(benchmark/results.json's 'recommendation').",
+    )
     events: list[OptimizationJobEvent] = Field(default_factory=list)
     tags: list[Tag] = Field(default_factory=list)
 

@@ -13,6 +13,7 @@ from db.optimization_job_status import OptimizationJobStatus as Status
 from db.optimization_jobs import (
     get_optimization_job_by_name,
     record_job_progress,
+    set_job_output,
     transition_optimization_job,
 )
 from tests.api.signed_http import rest_call
@@ -85,6 +86,23 @@ def test_job_routes_match_the_aws_operations(
         ("STARTING", None), ("INPROGRESS", None), ("INPROGRESS", "train")
     ]  # fmt: skip
     assert detail["Tags"] == body["Tags"]
+    assert "DeploymentRecommendation" not in detail  # only a benchmarked job has one
+
+    recommendation = {"min_speedup": 1.03, "levels": [{"concurrency": 1, "configuration": "No EAGLE"}]}
+    with committed_session_factory() as session:
+        job = get_optimization_job_by_name(session, account_id=account.account_id, name=name)
+        assert job is not None
+        set_job_output(
+            session,
+            job=job,
+            optimization_output={"RecommendedInferenceImage": "vllm/vllm-openai:latest"},
+            deployment_recommendation=recommendation,
+        )
+        session.commit()
+    detail = rest_call("GET", live_server.url, f"/v1/optimization-jobs/{name}", account).json()
+    assert detail["DeploymentRecommendation"] == recommendation
+    described = sagemaker.describe_optimization_job(OptimizationJobName=name)
+    assert described["OptimizationOutput"] == {"RecommendedInferenceImage": "vllm/vllm-openai:latest"}
 
     assert rest_call("POST", live_server.url, f"/v1/optimization-jobs/{name}/stop", account).json() == {}
     conflict = rest_call("DELETE", live_server.url, f"/v1/optimization-jobs/{name}", account)

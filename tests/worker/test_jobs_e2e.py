@@ -163,12 +163,34 @@ def _stages(jobs: WorkerJobs, name: str) -> list[str]:
     return [message.split("'")[1] for message in with_stage]
 
 
+def _check_recommendation(results: dict[str, Any]) -> None:
+    """Per level: the fastest head configuration when it beats No EAGLE by the margin, else No EAGLE."""
+    recommendation = results["recommendation"]
+    assert [level["concurrency"] for level in recommendation["levels"]] == results["concurrency_levels"]
+    margin = recommendation["min_speedup"]
+    for level in recommendation["levels"]:
+        at_level = [row for row in results["rows"] if row["concurrency"] == level["concurrency"]]
+        best = max((row for row in at_level if row["head_dir"]), key=lambda row: row["output_throughput"])
+        assert level["best_speculative"] == best["configuration"]
+        if best["speedup_vs_no_eagle"] >= margin:
+            assert level["enable_speculative_decoding"] is True
+            assert level["configuration"] == best["configuration"]
+        else:
+            assert level["enable_speculative_decoding"] is False
+            assert level["configuration"] == "No EAGLE"
+            assert level["speedup_vs_no_eagle"] == 1.0
+    assert recommendation["summary"].startswith("concurrency 1: ")
+
+
 def _check_benchmark(published: Published, *, model_uri: str, output_uri: str) -> None:
     """results.json, results.csv and lineage of a from-scratch job's serving benchmark."""
     # A row per configuration and concurrency level (the test worker's levels are 1 and 2).
     results = published.results
     rows = {(row["configuration"], row["concurrency"]): row for row in results["rows"]}
-    assert list(rows) == [("No EAGLE", 1), ("No EAGLE", 2), ("Trained EAGLE", 1), ("Trained EAGLE", 2)]
+    # The trained head adaptive (its engine's default) and at the job's K=3 (the test worker's
+    # k_sweep is empty; a real job also sweeps K=1..5).
+    configurations = ("No EAGLE", "Trained EAGLE", "Trained EAGLE (K=3)")
+    assert list(rows) == [(name, level) for name in configurations for level in (1, 2)]
     assert results["concurrency_levels"] == [1, 2]
     assert results["engine"] == "eaglenest"
     assert results["load_generator"].startswith("guidellm")
@@ -185,15 +207,17 @@ def _check_benchmark(published: Published, *, model_uri: str, output_uri: str) -
             assert row["mean_acceptance_length"] is None
             assert row["head_dir"] is None
         else:
-            assert 1.0 <= row["mean_acceptance_length"] <= 4.0
-            assert len(row["acceptance_by_position"]) == 3
             assert row["head_dir"] == output_uri + "eagle_model/"
             assert row["speedup_vs_no_eagle"] > 0
+    for level in (1, 2):
+        fixed = rows[("Trained EAGLE (K=3)", level)]
+        assert 1.0 <= fixed["mean_acceptance_length"] <= 4.0
+        assert len(fixed["acceptance_by_position"]) == 3
+        assert fixed["num_speculative_tokens"] == 3
+        assert rows[("Trained EAGLE", level)]["adaptive"] is True
+    _check_recommendation(results)
     assert [(row["configuration"], row["concurrency"]) for row in published.csv_rows] == [
-        ("No EAGLE", "1"),
-        ("No EAGLE", "2"),
-        ("Trained EAGLE", "1"),
-        ("Trained EAGLE", "2"),
+        (name, str(level)) for name, level in rows
     ]
     assert published.lineage["benchmark"]["concurrency_levels"] == [1, 2]
     assert published.lineage["benchmark"]["requests_per_level"] == 2
@@ -297,8 +321,9 @@ def test_an_existing_head_retrained_on_the_builtin_datasets(
     assert lineage["training"]["draft_vocab_size"] == 512  # fine-tuning keeps the head's vocabulary
     assert lineage["training_data"]["source"] == "BuiltIn"
     rows = [(row["configuration"], row["concurrency"]) for row in published.results["rows"]]
-    assert rows == [(name, level) for name in ("No EAGLE", "Base EAGLE", "Trained EAGLE") for level in (1, 2)]
-    assert {row["head_dir"] for row in published.results["rows"][2:4]} == {head_uri}
+    names = ("No EAGLE", "Base EAGLE", "Base EAGLE (K=3)", "Trained EAGLE", "Trained EAGLE (K=3)")
+    assert rows == [(name, level) for name in names for level in (1, 2)]
+    assert {row["head_dir"] for row in published.results["rows"][2:6]} == {head_uri}
     # The source container's own image is the one to serve the new head with.
     assert job["OptimizationOutput"]["RecommendedInferenceImage"] == "example.com/lmi:1"
 

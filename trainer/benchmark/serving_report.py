@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from trainer.benchmark.recommendation import Recommendation
+
 # Column title, row attribute, digits; the order of the SageMaker benchmark table.
 TABLE_COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("Configuration", "configuration", 0),
@@ -107,6 +109,10 @@ class ServingReport(BaseModel):
         default_factory=dict, description="Server logs and guidellm's raw JSON, by name."
     )
     rows: list[ServingRow]
+    recommendation: Recommendation | None = Field(
+        default=None,
+        description="What to deploy at each concurrency level; None when no No EAGLE row was measured.",
+    )
 
     def row(self, configuration: str, concurrency: int) -> ServingRow:
         for row in self.rows:

@@ -26,6 +26,7 @@ from trainer.benchmark.guidellm_run import (
     run_guidellm,
 )
 from trainer.benchmark.prompts import chat_prompt_texts, write_guidellm_data
+from trainer.benchmark.recommendation import recommend
 from trainer.benchmark.servers import VLLM_MAX_MODEL_LEN, RunningServer, ServerSpec, serve, serve_in_process
 from trainer.benchmark.serving_config import ServingBenchmarkConfig
 from trainer.benchmark.serving_report import ServingReport, ServingRow
@@ -57,7 +58,8 @@ def serving_benchmark(
     rows: list[ServingRow] = []
     artifacts: dict[str, str] = {"prompts": str(data_path)}
     stopped = False
-    for index, configuration in enumerate(config.configurations):
+    configurations = config.measured_configurations()
+    for index, configuration in enumerate(configurations):
         if should_stop is not None and should_stop():
             stopped = True
             break
@@ -70,8 +72,9 @@ def serving_benchmark(
             artifacts=artifacts,
         )
         if progress is not None:
-            progress(index + 1, len(config.configurations))
+            progress(index + 1, len(configurations))
     _add_speedups(rows)
+    baseline = next((c.name for c in config.configurations if c.head_dir is None), None)
     return ServingReport(
         engine=config.engine,
         model_dir=str(config.model_dir),
@@ -86,6 +89,9 @@ def serving_benchmark(
         stopped=stopped,
         artifacts=artifacts,
         rows=rows,
+        recommendation=None
+        if baseline is None
+        else recommend(rows, baseline, min_speedup=config.min_speedup),
     )
 
 

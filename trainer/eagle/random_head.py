@@ -1,0 +1,30 @@
+"""An untrained EAGLE-3 head for a target: the worst head a server can be given.
+
+Used where a head must exist but must not be any good: the benchmark that checks adaptive K
+never slows serving down (benchmarks/never_slower.py) and tests of an "existing head".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from trainer.eagle.config import Eagle3HeadConfig
+from trainer.eagle.export import export_head
+from trainer.eagle.model import Eagle3DraftModel
+
+
+def write_random_head(target_dir: Path, out_dir: Path, *, draft_vocab_size: int, seed: int = 1) -> Path:
+    """A randomly initialised head for ``target_dir``, exported in the native format."""
+    target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
+    config = Eagle3HeadConfig.from_target(target.config, draft_vocab_size=draft_vocab_size)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        head = Eagle3DraftModel(config)
+    t2d = torch.zeros(config.vocab_size, dtype=torch.bool)
+    t2d[:draft_vocab_size] = True  # the lowest ids: any valid draft vocabulary will do
+    head.set_draft_vocab(torch.zeros(draft_vocab_size, dtype=torch.long), t2d)
+    head.load_target_embeddings(target.get_input_embeddings().weight.detach())  # type: ignore[operator]
+    return export_head(head, out_dir)
