@@ -7,12 +7,17 @@
 #      (ModelSpeculativeDecodingConfig Technique EAGLE, TrainingDataSource, OutputConfig,
 #      StoppingCondition);
 #   4. poll describe-optimization-job until the job ends, printing the worker's progress;
-#   5. print the benchmark table and the lineage from S3, and the registered output model.
+#   5. `eaglenest client results`: download the published outputs (sha256-checked) and print
+#      the benchmark table, the deployment recommendation and the lineage, exactly as a user
+#      would; then the registered output model.
 #
 # Knobs (environment): DEMO_TRAIN_MINUTES (default 8: a short budget so the demo fits in well
 # under 30 minutes on 2 CPU cores; real heads train for hours), DEMO_MAX_RUNTIME (seconds,
-# default 1800), DEMO_BENCHMARK_PROMPTS (default 12), DEMO_THREADS (default 1), DEMO_STATE_DIR (default state/demo, wiped
-# at start), DEMO_KEEP_RUNNING=1 to leave the stack up afterwards.
+# default 1800), DEMO_THREADS (default 1), DEMO_STATE_DIR (default state/demo, wiped at start),
+# DEMO_KEEP_RUNNING=1 to leave the stack up afterwards. The benchmark: DEMO_BENCHMARK_PROMPTS
+# (distinct prompts, default 12), DEMO_BENCHMARK_REQUESTS (per concurrency level, default 8),
+# DEMO_BENCHMARK_TOKENS (per request, default 64), DEMO_CONCURRENCY (default 1,2,4,8) and
+# DEMO_K_SWEEP (fixed K measured beside adaptive K, default 1,2,3,4,5; empty for none).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,12 +41,16 @@ rm -rf "$STATE_DIR"
 mkdir -p "$STATE_DIR"
 read -r API_PORT S3_PORT < <("$PY" -c 'from api.stack.ports import free_ports; print(*free_ports(2))')
 # The worker inherits these: a short benchmark (held-out prompts, 8 requests of 64 new tokens
-# at each concurrency level 1, 2, 4, 8), and
+# at each concurrency level 1, 2, 4, 8, for No EAGLE, the head with adaptive K and the head
+# at each K of the sweep), and
 # DEMO_THREADS torch threads (default 1: on a machine whose other core is busy, a second
 # thread waits on it at every op and decoding gets several times slower, not faster).
 THREADS="${DEMO_THREADS:-1}"
 export EAGLENEST_TRAIN_OVERRIDES="{\"num_threads\": $THREADS, \"batch_tokens\": 2048}"
-export EAGLENEST_BENCHMARK_OVERRIDES="{\"max_prompts\": ${DEMO_BENCHMARK_PROMPTS:-12}, \"requests_per_level\": 8, \"max_tokens\": 64, \"num_threads\": $THREADS}"
+export EAGLENEST_BENCHMARK_OVERRIDES="{\"max_prompts\": ${DEMO_BENCHMARK_PROMPTS:-12}, \
+\"requests_per_level\": ${DEMO_BENCHMARK_REQUESTS:-8}, \"max_tokens\": ${DEMO_BENCHMARK_TOKENS:-64}, \
+\"concurrency\": [${DEMO_CONCURRENCY:-1,2,4,8}], \"k_sweep\": [${DEMO_K_SWEEP-1,2,3,4,5}], \
+\"num_threads\": $THREADS}"
 "$ROOT/.venv/bin/eaglenest" up --state-dir "$STATE_DIR" --port "$API_PORT" --s3-port "$S3_PORT" \
   >"$STATE_DIR/up.log" 2>&1 &
 STACK_PID=$!
@@ -100,7 +109,7 @@ sagemaker create-optimization-job \
   --role-arn arn:aws:iam::000000000000:role/SageMakerRole \
   --model-source '{"SageMakerModel": {"ModelName": "smollm2-135m-instruct"}}' \
   --deployment-instance-type ml.g5.2xlarge \
-  --optimization-environment "EAGLE_TRAIN_MAX_MINUTES=$TRAIN_MINUTES,EAGLE_NUM_SPECULATIVE_TOKENS=3" \
+  --optimization-environment "EAGLE_TRAIN_MAX_MINUTES=$TRAIN_MINUTES" \
   --optimization-configs '[{"ModelSpeculativeDecodingConfig": {
       "Technique": "EAGLE",
       "TrainingDataSource": {"S3Uri": "s3://demo-data/train/", "S3DataType": "S3Prefix"}}}]' \
@@ -138,7 +147,7 @@ while true; do
   printf '%s  ' "$(date +%H:%M:%S)"
   progress || echo "$STATUS"
   case "$STATUS" in COMPLETED|FAILED|STOPPED) break ;; esac
-  sleep 15
+  sleep "${DEMO_POLL_SECONDS:-15}"
 done
 sagemaker describe-optimization-job --optimization-job-name "$JOB_NAME" \
   --query '{Status: OptimizationJobStatus, FailureReason: FailureReason, Start: OptimizationStartTime,
@@ -150,31 +159,17 @@ fi
 
 say "Published under s3://demo-output/$JOB_NAME/"
 s3 ls --recursive "s3://demo-output/$JOB_NAME/"
-s3 cp --only-show-errors "s3://demo-output/$JOB_NAME/benchmark/results.json" "$STATE_DIR/results.json"
-s3 cp --only-show-errors "s3://demo-output/$JOB_NAME/lineage.json" "$STATE_DIR/lineage.json"
 
-say "Benchmark (benchmark/results.json)"
-"$PY" - "$STATE_DIR/results.json" "$STATE_DIR/lineage.json" "$TRAIN_MINUTES" <<'PYTHON'
-import json
-import sys
+say "eaglenest client results $JOB_NAME"
+EAGLENEST_ENDPOINT_URL="$API_URL" EAGLENEST_S3_ENDPOINT_URL="$S3_URL" \
+  "$ROOT/.venv/bin/eaglenest" client results "$JOB_NAME" --out "$STATE_DIR/results"
+cat <<EOF
 
-from trainer.benchmark import BenchmarkReport
-
-results = json.load(open(sys.argv[1]))
-lineage = json.load(open(sys.argv[2]))
-report = BenchmarkReport.model_validate(results)
-print(report.format_table())
-print(f"\n{results['note']}")
-print(f"engine: {results['engine']}; prompts: {results['prompts']} {results['prompt_source']}, "
-      f"{results['max_new_tokens']} new tokens each, K={results['num_speculative_tokens']}")
-training = lineage["training"]
-print(f"\ntrained {training['steps']} steps in a {sys.argv[3]}-minute demo budget "
-      f"({training['stop_reason']}); final loss {training['final_loss']:.3f}; "
-      f"draft vocabulary {training['draft_vocab_size']}")
-print(f"lineage: {lineage['job']['arn']}; data {lineage['training_data']['uri']} "
-      f"({lineage['training_data']['records']['records_read']} records); "
-      f"{len(lineage['outputs'])} outputs with sha256; code {lineage['code_version']}")
-PYTHON
+This head trained for $TRAIN_MINUTES minutes on 434 code and math conversations: a demo budget,
+far below what a useful head needs, so expect the recommendation to be plain decoding at most
+concurrency levels. README.md ("Training a head and measuring its speedup") has what longer
+budgets measured.
+EOF
 
 say "aws sagemaker describe-model --model-name $OUTPUT_MODEL"
 sagemaker describe-model --model-name "$OUTPUT_MODEL" --query PrimaryContainer

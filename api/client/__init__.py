@@ -8,9 +8,15 @@ client.get_waiter("optimization_job_completed_or_stopped").wait(OptimizationJobN
 wait_for_job(client, name)             # the same, with a progress bar
 results = download_results(client, name, "out/")   # sha256-checked against lineage.json
 benchmark_table(results)
+deployment_recommendation(results)     # what to deploy at each concurrency level
 """
 
-from api.client.benchmark_table import BENCHMARK_TABLE_COLUMNS, BenchmarkTableRow, benchmark_table
+from api.client.benchmark_table import (
+    BENCHMARK_TABLE_COLUMNS,
+    BenchmarkTableRow,
+    benchmark_table,
+    deployment_recommendation,
+)
 from api.client.connection import ClientSettings, resolve_client_settings
 from api.client.errors import (
     ChecksumMismatch,
@@ -52,6 +58,7 @@ __all__ = [
     "OptimizationJobWaiterError",
     "WaitTimeoutError",
     "benchmark_table",
+    "deployment_recommendation",
     "describe_job_progress",
     "download_results",
     "eaglenest_client",

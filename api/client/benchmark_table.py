@@ -27,6 +27,8 @@ BenchmarkTableRow = TypedDict(
         "Output Throughput (tokens/s)": float,
         "OTPS per request": float,
         "Acceptance Length": float | None,
+        "K": str | None,
+        "Speedup vs No EAGLE": float | None,
     },
 )
 BENCHMARK_TABLE_COLUMNS = tuple(BenchmarkTableRow.__annotations__)
@@ -40,6 +42,20 @@ def benchmark_table(results: DownloadedResults | Path | str | dict[str, Any]) ->
     if not isinstance(rows, list):
         raise ValueError(f"{source}: no 'rows' list")
     return [_row(source, index, row) for index, row in enumerate(rows)]
+
+
+def deployment_recommendation(
+    results: DownloadedResults | Path | str | dict[str, Any],
+) -> dict[str, Any] | None:
+    """The benchmark's recommendation (what to deploy per concurrency level), None for jobs
+    benchmarked before recommendations existed."""
+    source, document = _document(results)
+    recommendation = document.get("recommendation") if isinstance(document, dict) else None
+    if recommendation is not None and not (
+        isinstance(recommendation, dict) and isinstance(recommendation.get("levels"), list)
+    ):
+        raise ValueError(f"{source}: 'recommendation' has no 'levels' list")
+    return recommendation
 
 
 def _document(results: DownloadedResults | Path | str | dict[str, Any]) -> tuple[str, Any]:
@@ -81,7 +97,18 @@ def _row(source: str, index: int, row: Any) -> BenchmarkTableRow:
         "Output Throughput (tokens/s)": float(_required(where, values, "output_throughput", (int, float))),
         "OTPS per request": float(_required(where, values, "otps_per_request", (int, float))),
         "Acceptance Length": _optional_number(where, values, acceptance),
+        "K": _k_label(row),
+        "Speedup vs No EAGLE": _optional_number(where, row, "speedup_vs_no_eagle"),
     }
+
+
+def _k_label(row: dict[str, Any]) -> str | None:
+    if not row.get("head_dir"):
+        return None
+    if row.get("adaptive"):
+        return "adaptive"
+    k = row.get("num_speculative_tokens")
+    return None if k is None else str(k)
 
 
 def _required(where: str, data: dict[str, Any], field: str, kind: Any) -> Any:

@@ -8,8 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from botocore import __version__ as botocore_version
+from botocore.exceptions import BotoCoreError, ClientError
 
+from api.client.errors import EaglenestClientError
+from api.client.factory import eaglenest_client
 from api.client.install_waiters import default_data_path, install_waiters
+from api.client.results import download_results
+from api.client.results_text import format_job_results
 from api.client.waiter_model import OPTIMIZATION_JOB_WAITER
 
 
@@ -29,6 +34,30 @@ def register_client_commands(subparsers: Any) -> None:
         "(default: the first AWS_DATA_PATH entry, else ~/.aws/models)",
     )
     install.set_defaults(handler=run_install_waiters)
+    results = commands.add_parser(
+        "results",
+        help="download a COMPLETED job's outputs (sha256-checked) and print its benchmark table, "
+        "deployment recommendation and lineage",
+    )
+    results.add_argument("name", help="optimization job name")
+    results.add_argument(
+        "--out", type=Path, default=None, help="where to download the outputs (default: ./results/NAME)"
+    )
+    results.add_argument(
+        "--endpoint-url", default=None, help="eaglenest endpoint (default: environment, then stack.json)"
+    )
+    results.set_defaults(handler=run_results)
+
+
+def run_results(args: argparse.Namespace) -> int:
+    try:
+        client = eaglenest_client(endpoint_url=args.endpoint_url)
+        results = download_results(client, args.name, args.out or Path("results") / args.name)
+        print(format_job_results(results))
+    except (EaglenestClientError, BotoCoreError, ClientError, OSError, ValueError) as error:
+        print(f"eaglenest client results: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def run_install_waiters(args: argparse.Namespace) -> int:

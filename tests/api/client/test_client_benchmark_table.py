@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from api.client import BENCHMARK_TABLE_COLUMNS, benchmark_table
+from api.client import BENCHMARK_TABLE_COLUMNS, benchmark_table, deployment_recommendation
 
 
 def row(
@@ -18,7 +18,7 @@ def row(
     return {
         "configuration": configuration,
         "concurrency": concurrency,
-        "head_dir": None,
+        "head_dir": None if acceptance is None else "s3://out/job/eagle_model/",
         "ttft_ms": ttft,
         "tpot_ms": 3.0,
         "itl_ms": 2.5,
@@ -73,8 +73,11 @@ def test_rows_follow_the_table_columns() -> None:
         "Output Throughput (tokens/s)": 40.0,
         "OTPS per request": 41.0,
         "Acceptance Length": 2.25,
+        "K": "adaptive",
+        "Speedup vs No EAGLE": 1.0,
     }
     assert rows[0]["Acceptance Length"] is None
+    assert rows[0]["K"] is None
 
 
 def test_every_concurrency_level_is_a_row() -> None:
@@ -102,6 +105,8 @@ def test_results_of_jobs_from_before_the_serving_benchmark_still_read() -> None:
             "Output Throughput (tokens/s)": 40.0,
             "OTPS per request": 41.0,
             "Acceptance Length": 2.25,
+            "K": None,
+            "Speedup vs No EAGLE": None,
         }
     ]
 
@@ -128,3 +133,14 @@ def test_a_document_without_rows_is_refused(tmp_path: Path) -> None:
         benchmark_table(tmp_path / "absent.json")
     with pytest.raises(ValueError, match="no 'rows' list"):
         benchmark_table({"engine": "x"})
+
+
+def test_the_recommendation_is_read_beside_the_table() -> None:
+    level = {"concurrency": 1, "enable_speculative_decoding": False, "configuration": "No EAGLE"}
+    document = {"rows": [row("No EAGLE", acceptance=None)], "recommendation": {"levels": [level]}}
+    recommendation = deployment_recommendation(document)
+    assert recommendation is not None
+    assert recommendation["levels"] == [level]
+    assert deployment_recommendation({"rows": []}) is None  # jobs from before recommendations
+    with pytest.raises(ValueError, match="'recommendation' has no 'levels' list"):
+        deployment_recommendation({"rows": [], "recommendation": "fast"})

@@ -301,6 +301,40 @@ def test_download_results_verifies_every_file_and_reads_the_benchmark_table(
     assert benchmark_table(tmp_path / "results") == rows
 
 
+def test_results_command_prints_the_table_recommendation_and_lineage_of_a_finished_job(
+    client_stack: ClientStack, completed: CompletedJob, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "EAGLENEST_ENDPOINT_URL": client_stack.api_url,
+        "EAGLENEST_S3_ENDPOINT_URL": client_stack.s3_endpoint_url,
+        "AWS_ACCESS_KEY_ID": client_stack.account.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": client_stack.account.secret_access_key,
+        "AWS_DEFAULT_REGION": client_stack.region,
+    }
+    command = [sys.executable, "-m", "api.cli", "client", "results", completed.name, "--out", str(tmp_path)]
+
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "| Configuration | Concurrency | TTFT (ms) |" in done.stdout
+    assert any(line.startswith("| Trained EAGLE | 1 |") for line in lines)
+    assert any(line.startswith("| No EAGLE | 1 |") for line in lines)
+    assert "Deployment recommendation" in done.stdout
+    assert "  concurrency 1: " in done.stdout
+    assert f"Lineage of {completed.description['OptimizationJobArn']}" in done.stdout
+    assert (tmp_path / "lineage.json").is_file()
+
+    missing = subprocess.run(
+        [*command[:5], "no-such-job"], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("eaglenest client results: ")
+    assert "no-such-job" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
 def test_download_reports_a_corrupted_object_by_name(
     client_stack: ClientStack, completed: CompletedJob, tmp_path: Path
 ) -> None:
