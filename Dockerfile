@@ -17,9 +17,9 @@ WORKDIR /app
 
 # Dependencies change less often than code: install them in their own layer. The stub
 # packages only let setuptools resolve the project's metadata before the code is copied.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 RUN mkdir -p api worker trainer db migrations \
-    && pip install . \
+    && pip install -c requirements.lock . \
     && pip uninstall -y eaglenest
 
 COPY alembic.ini ./

