@@ -191,8 +191,24 @@ def test_the_job_page_plots_what_the_worker_recorded_and_published(
         assert {series.nth(i).get_attribute("data-series") for i in range(series.count())} == configurations
         assert page.locator(f"figure[data-chart='{chart}'] circle.point").count() == len(results["rows"])
     assert page.locator("#benchmark-table tbody tr").count() == len(results["rows"])
+    # The deployment recommendation: one line per level, enabling EAGLE exactly where results.json does.
+    levels = results["recommendation"]["levels"]
+    shown = page.locator("#recommendation li")
+    assert shown.count() == len(levels)
+    for index, level in enumerate(levels):
+        enabled = str(level["enable_speculative_decoding"]).lower()
+        assert shown.nth(index).get_attribute("data-enable") == enabled
+        assert shown.nth(index).inner_text().startswith(f"Concurrency {level['concurrency']}: ")
     header = page.inner_text("#benchmark-table thead")
-    for column in ("TTFT (ms)", "TPOT (ms)", "ITL (ms)", "Output throughput (tokens/s)", "Acceptance length"):
+    for column in (
+        "TTFT (ms)",
+        "TPOT (ms)",
+        "ITL (ms)",
+        "Output throughput (tokens/s)",
+        "Acceptance length",
+        "K",
+        "Speedup vs No EAGLE",
+    ):
         assert column in header
 
     links = page.locator("#artifacts a")

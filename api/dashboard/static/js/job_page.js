@@ -109,7 +109,7 @@ export class JobPage {
       item("ARN", job.OptimizationJobArn),
     );
     this.renderTraining(points);
-    this.renderBenchmark(status);
+    this.renderBenchmark(status, job.DeploymentRecommendation);
     replaceChildren(
       this.history,
       (job.Events ?? []).map((event) =>
@@ -141,7 +141,7 @@ export class JobPage {
     );
   }
 
-  renderBenchmark(status) {
+  renderBenchmark(status, recommendation) {
     const results = this.results;
     if (!results) {
       replaceChildren(this.benchmark, h("p", { class: "empty" }, status === "COMPLETED" ? "Loading results…" : `Results are published when the job is COMPLETED (it is ${status}).`));
@@ -166,6 +166,7 @@ export class JobPage {
         lineChart({ title: "Output throughput", xLabel: "concurrency", yLabel: "tokens/s", series: byConfiguration("OutputThroughput") }),
         lineChart({ title: "Time per output token", xLabel: "concurrency", yLabel: "TPOT ms", series: byConfiguration("TpotMs") }),
       ),
+      recommendationPanel(recommendation),
       benchmarkTable(rows),
       h("h3", {}, "Published artifacts"),
       h(
@@ -220,6 +221,31 @@ function item(label, value) {
   return [h("dt", {}, label), h("dd", {}, value)];
 }
 
+// What to deploy per concurrency level (the job's DeploymentRecommendation): the fastest
+// configuration, or plain decoding where no head beat No EAGLE beyond the noise margin.
+function recommendationPanel(recommendation) {
+  if (!recommendation) return h("p", { class: "empty", id: "recommendation" }, "No deployment recommendation for this job.");
+  return h(
+    "section",
+    { id: "recommendation" },
+    h("h3", {}, "Deployment recommendation"),
+    h(
+      "ul",
+      {},
+      recommendation.levels.map((level) =>
+        h(
+          "li",
+          { "data-concurrency": String(level.concurrency), "data-enable": String(level.enable_speculative_decoding) },
+          level.enable_speculative_decoding
+            ? `Concurrency ${level.concurrency}: enable EAGLE — ${level.configuration} (${number(level.speedup_vs_no_eagle, 2)}x No EAGLE)`
+            : `Concurrency ${level.concurrency}: do not enable speculative decoding` +
+                (level.best_speculative ? ` (best head configuration ${level.best_speculative}: ${number(level.best_speculative_speedup, 2)}x)` : ""),
+        ),
+      ),
+    ),
+  );
+}
+
 function benchmarkTable(rows) {
   const columns = [
     ["Configuration", (r) => r.Configuration],
@@ -231,6 +257,8 @@ function benchmarkTable(rows) {
     ["Output throughput (tokens/s)", (r) => number(r.OutputThroughput)],
     ["OTPS per request", (r) => number(r.OtpsPerRequest)],
     ["Acceptance length", (r) => number(r.AcceptanceLength)],
+    ["K", (r) => r.K ?? "—"],
+    ["Speedup vs No EAGLE", (r) => (r.SpeedupVsNoEagle == null ? "—" : `${number(r.SpeedupVsNoEagle, 2)}x`)],
   ];
   return h(
     "table",
