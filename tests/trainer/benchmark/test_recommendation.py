@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.trainer.benchmark.serving_rows import serving_row
 from trainer.benchmark.config import BenchmarkConfiguration
 from trainer.benchmark.recommendation import recommend
 from trainer.benchmark.serving_config import ServingBenchmarkConfig
@@ -15,22 +16,8 @@ HEAD = "/heads/trained"
 
 
 def _row(configuration: str, concurrency: int, throughput: float, **fields: object) -> ServingRow:
-    values: dict[str, object] = {
-        "configuration": configuration,
-        "concurrency": concurrency,
-        "head_dir": None if configuration == "No EAGLE" else HEAD,
-        "ttft_ms": 50.0,
-        "tpot_ms": 20.0,
-        "itl_ms": 18.0,
-        "request_throughput": 0.5,
-        "output_throughput": throughput,
-        "otps_per_request": throughput,
-        "successful_requests": 4,
-        "errored_requests": 0,
-        "output_tokens_mean": 96.0,
-        "prompt_tokens_mean": 120.0,
-    }
-    return ServingRow.model_validate(values | fields)
+    head = None if configuration == "No EAGLE" else HEAD
+    return serving_row(configuration, concurrency, head, output_throughput=throughput, **fields)
 
 
 def test_the_fastest_head_configuration_wins_where_it_beats_no_eagle_beyond_the_margin() -> None:

@@ -5,26 +5,10 @@ from __future__ import annotations
 import csv
 import io
 
-from trainer.benchmark.serving_report import ServingReport, ServingRow
+from tests.trainer.benchmark.serving_rows import serving_row
+from trainer.benchmark.serving_report import ServingReport
 
-
-def _row(configuration: str, concurrency: int, head: str | None, **overrides: object) -> ServingRow:
-    fields: dict[str, object] = {
-        "configuration": configuration,
-        "concurrency": concurrency,
-        "head_dir": head,
-        "ttft_ms": 50.0,
-        "tpot_ms": 20.0,
-        "itl_ms": 18.0,
-        "request_throughput": 0.5,
-        "output_throughput": 48.0,
-        "otps_per_request": 45.0,
-        "successful_requests": 4,
-        "errored_requests": 0,
-        "output_tokens_mean": 96.0,
-        "prompt_tokens_mean": 120.0,
-    }
-    return ServingRow.model_validate(fields | overrides)
+_row = serving_row
 
 
 def _report() -> ServingReport:
