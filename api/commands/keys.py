@@ -4,16 +4,42 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.stack.layout import StateLayout
 from db.accounts import create_access_key, delete_access_key, list_access_keys
 from db.errors import NameAlreadyExistsError
-from db.session import session_scope
+from db.session import create_db_engine, create_session_factory, session_scope
+
+DEFAULT_STATE_DIR = Path("state")
+
+
+class DatabaseUnavailableError(Exception):
+    """The keys' database is missing or cannot be reached; the message names which."""
 
 
 def register(subparsers: Any) -> None:
-    keys = subparsers.add_parser("keys", help="create, list or delete access keys")
+    keys = subparsers.add_parser(
+        "keys",
+        help="create, list or delete access keys",
+        description="Keys live in the database named by EAGLENEST_DATABASE_URL; without it, in the "
+        "embedded stack's database under --state-dir (as `eaglenest up`).",
+    )
+    keys.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="the embedded stack's state directory (default: state), used unless "
+        "EAGLENEST_DATABASE_URL is set; an explicit --state-dir wins over it",
+    )
     actions = keys.add_subparsers(dest="keys_action", required=True, metavar="{create,list,delete}")
 
     create = actions.add_parser("create", help="create a key pair for an account and print it (once)")
@@ -21,20 +47,57 @@ def register(subparsers: Any) -> None:
     create.add_argument("--access-key-id", help="use this key id instead of a generated AKIA... one")
     create.add_argument("--secret-access-key", help="use this secret instead of a generated one")
     create.add_argument("--description", help="free text shown by `keys list`")
-    create.set_defaults(handler=run_create)
+    create.set_defaults(handler=_with_database(run_create))
 
     listing = actions.add_parser("list", help="list key ids and their accounts (never secrets)")
     listing.add_argument("--account-id", help="only keys of this account")
-    listing.set_defaults(handler=run_list)
+    listing.set_defaults(handler=_with_database(run_list))
 
     delete = actions.add_parser("delete", help="delete a key; requests signed with it stop working")
     delete.add_argument("access_key_id", help="the key id to delete")
-    delete.set_defaults(handler=run_delete)
+    delete.set_defaults(handler=_with_database(run_delete))
 
 
-def run_create(args: argparse.Namespace) -> int:
+def database_url(state_dir: Path | None, environ: dict[str, str] | None = None) -> str:
+    """EAGLENEST_DATABASE_URL unless --state-dir is given, else the embedded stack's SQLite file."""
+    env = os.environ if environ is None else environ
+    if state_dir is None and env.get("EAGLENEST_DATABASE_URL"):
+        return env["EAGLENEST_DATABASE_URL"]
+    layout = StateLayout(state_dir or DEFAULT_STATE_DIR)
+    if not layout.database_file.is_file():
+        raise DatabaseUnavailableError(
+            f"no embedded stack database at {layout.database_file} (start `eaglenest up --state-dir "
+            f"{layout.root}` once, or set EAGLENEST_DATABASE_URL)"
+        )
+    return layout.database_url
+
+
+def _with_database(run: Callable[[argparse.Namespace, sessionmaker[Session]], int]) -> Callable[..., int]:
+    """Open the keys' database for ``run``; an unreachable one is a one-line error, not a traceback."""
+
+    def handler(args: argparse.Namespace) -> int:
+        try:
+            url = database_url(args.state_dir)
+        except DatabaseUnavailableError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        engine = create_db_engine(url, pool_size=1, max_overflow=0)
+        try:
+            return run(args, create_session_factory(engine))
+        except SQLAlchemyError as error:
+            shown = make_url(url).render_as_string(hide_password=True)
+            reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+            print(f"error: cannot use the database {shown}: {reason}", file=sys.stderr)
+            return 1
+        finally:
+            engine.dispose()
+
+    return handler
+
+
+def run_create(args: argparse.Namespace, sessions: sessionmaker[Session]) -> int:
     try:
-        with session_scope() as session:
+        with session_scope(sessions) as session:
             key, secret = create_access_key(
                 session,
                 aws_account_id=args.account_id,
@@ -55,8 +118,8 @@ def run_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_list(args: argparse.Namespace) -> int:
-    with session_scope() as session:
+def run_list(args: argparse.Namespace, sessions: sessionmaker[Session]) -> int:
+    with session_scope(sessions) as session:
         keys = list_access_keys(session, aws_account_id=args.account_id)
     listing = [
         {
@@ -71,8 +134,8 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_delete(args: argparse.Namespace) -> int:
-    with session_scope() as session:
+def run_delete(args: argparse.Namespace, sessions: sessionmaker[Session]) -> int:
+    with session_scope(sessions) as session:
         deleted = delete_access_key(session, access_key_id=args.access_key_id)
     if not deleted:
         print(f"error: no access key {args.access_key_id!r}", file=sys.stderr)

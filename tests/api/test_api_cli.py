@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from api.cli import main
+from api.stack.layout import StateLayout
 from db.session import get_engine, get_session_factory
 from db.settings import get_settings
+from migrations.runner import upgrade_to_head
 from tests.factories.accounts import AccountCredentials
 from tests.fixtures.live_server import AwsCli, LiveServer, sagemaker_client
 
@@ -106,3 +108,42 @@ def test_keys_list_and_delete(cli_database: str, capsys: pytest.CaptureFixture[s
 def test_migrate_is_idempotent(cli_database: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["migrate"]) == 0
     assert "newest migration" in capsys.readouterr().out
+
+
+def test_keys_reach_the_embedded_stack_through_its_state_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A database elsewhere is configured, but --state-dir names the stack to manage.
+    monkeypatch.setenv("EAGLENEST_DATABASE_URL", "postgresql+psycopg://nobody@127.0.0.1:1/elsewhere")
+    layout = StateLayout(tmp_path / "state")
+    layout.root.mkdir()
+    upgrade_to_head(layout.database_url)
+    state = ["keys", "--state-dir", str(layout.root)]
+
+    assert main([*state, "create", "--account-id", "333344445555", "--access-key-id", "AKIASTATEDIR"]) == 0
+    assert json.loads(capsys.readouterr().out)["AccessKey"]["AccessKeyId"] == "AKIASTATEDIR"
+    assert main([*state, "list"]) == 0
+    listed = json.loads(capsys.readouterr().out)["AccessKeys"]
+    assert [(key["AccessKeyId"], key["AccountId"]) for key in listed] == [("AKIASTATEDIR", "333344445555")]
+    assert main([*state, "delete", "AKIASTATEDIR"]) == 0
+
+
+def test_keys_without_a_database_say_which_one_they_tried_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EAGLENEST_DATABASE_URL", "postgresql+psycopg://admin:hunter2@127.0.0.1:1/absent")
+    assert main(["keys", "list"]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(
+        "error: cannot use the database postgresql+psycopg://admin:***@127.0.0.1:1/absent: "
+    )
+    assert "hunter2" not in error
+    assert len(error.strip().splitlines()) == 1
+
+    monkeypatch.delenv("EAGLENEST_DATABASE_URL")
+    assert main(["keys", "--state-dir", str(tmp_path / "nowhere"), "list"]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(
+        f"error: no embedded stack database at {tmp_path / 'nowhere' / 'eaglenest.sqlite3'}"
+    )
+    assert "Traceback" not in error
