@@ -73,6 +73,14 @@ class EagleKnobs(BaseModel):
         alias="EAGLE_REGENERATE",
         description="Regenerate assistant turns with the target model before training.",
     )
+    self_instruct_conversations: int | None = Field(
+        default=None,
+        ge=0,
+        le=100000,
+        alias="EAGLE_SELF_INSTRUCT_CONVERSATIONS",
+        description="Prompts the target writes itself (Magpie) and answers, mixed with the training "
+        "data; turns EAGLE_REGENERATE on unless it is set.",
+    )
     variant: Literal["eagle3"] | None = Field(
         default=None, alias="EAGLE_VARIANT", description="Draft architecture; only eagle3 for now."
     )
@@ -85,7 +93,13 @@ class EagleKnobs(BaseModel):
 
     # Environment values are strings; parse them strictly ("2.5" is not an integer, "yes"
     # is not a boolean) instead of relying on pydantic's lenient coercions.
-    @field_validator("num_speculative_tokens", "draft_vocab_size", "ttt_steps", mode="before")
+    @field_validator(
+        "num_speculative_tokens",
+        "draft_vocab_size",
+        "ttt_steps",
+        "self_instruct_conversations",
+        mode="before",
+    )
     @classmethod
     def _integers(cls, value: Any) -> Any:
         return _parse_int(value)
@@ -139,6 +153,7 @@ _FIELD_RULES = {
     "EAGLE_NUM_SPECULATIVE_TOKENS": "Member must be an integer between 1 and 16",
     "EAGLE_DRAFT_VOCAB_SIZE": "Member must be an integer between 256 and 262144",
     "EAGLE_REGENERATE": "Member must be true or false",
+    "EAGLE_SELF_INSTRUCT_CONVERSATIONS": "Member must be an integer between 0 and 100000",
     "EAGLE_VARIANT": "Member must satisfy enum value set: [eagle3]",
     "EAGLE_TTT_STEPS": "Member must be an integer between 1 and 10",
     "EAGLE_LEARNING_RATE": "Member must be a positive number",

@@ -20,7 +20,9 @@ class TrainConfig(BaseModel):
     # --- inputs and outputs
     model_dir: Path = Field(description="Target model directory (Hugging Face format, safetensors).")
     data_paths: list[Path] = Field(
-        min_length=1, description="Training data files or directories (ShareGPT, OpenAI chat, completions)."
+        default_factory=list,
+        description="Training data files or directories (ShareGPT, OpenAI chat, completions); may be "
+        "empty when self_instruct_conversations has the target write the prompts.",
     )
     out_dir: Path = Field(
         description="Run directory: metrics.jsonl, checkpoints/, prepared/, heldout.jsonl, eagle_model/."
@@ -98,6 +100,21 @@ class TrainConfig(BaseModel):
         ge=1,
         description="With regenerate_turns=all: keep at most this many assistant turns per conversation "
         "(more conversations per minute instead of long chats).",
+    )
+    self_instruct_conversations: int = Field(
+        default=0,
+        ge=0,
+        description="Prompts the target writes itself from its chat template's user-turn prefix (the "
+        "Magpie recipe), mixed with the data's conversations and answered by regeneration; 0: none.",
+    )
+    self_instruct_temperature: float = Field(
+        default=1.0, gt=0.0, description="Sampling temperature of self-instruct prompts (variety)."
+    )
+    self_instruct_top_p: float = Field(
+        default=0.95, gt=0.0, le=1.0, description="Nucleus sampling cut-off of self-instruct prompts."
+    )
+    self_instruct_max_prompt_tokens: int = Field(
+        default=96, ge=8, description="Longest self-instruct prompt; longer ones are dropped as truncated."
     )
     regenerate_budget_fraction: float = Field(
         default=0.7,
@@ -203,6 +220,13 @@ class TrainConfig(BaseModel):
             raise ValueError(
                 "draft_vocab_size cannot be set with init_head_dir: fine-tuning keeps the head's vocabulary"
             )
+        if self.self_instruct_conversations and not self.regenerate:
+            raise ValueError(
+                "self_instruct_conversations needs regenerate: the target's own prompts have no reply "
+                "until the target writes one"
+            )
+        if not self.data_paths and not self.self_instruct_conversations:
+            raise ValueError("no training data: give data_paths, self_instruct_conversations, or both")
         if self.aux_layer_ids is not None and len(set(self.aux_layer_ids)) != 3:
             raise ValueError(f"aux_layer_ids must be 3 distinct layers, got {self.aux_layer_ids}")
         return self

@@ -457,6 +457,7 @@ def _result(
         regeneration_mode=stats.regeneration_mode,
         regeneration_seconds=stats.regeneration_seconds,
         regenerated_conversations=stats.regenerated_conversations,
+        self_instruct=stats.self_instruct,
         draft_vocab_size=head_config.draft_vocab_size if head_config else 0,
         draft_vocab_coverage=vocab_coverage,
         aux_layer_ids=list(head_config.aux_layer_ids) if head_config else [],

@@ -41,6 +41,7 @@ TRAINING_FIELDS = (
     "train_tokens",
     "regeneration_mode",
     "regenerated_conversations",
+    "self_instruct",
     "draft_vocab_size",
     "draft_vocab_coverage",
     "aux_layer_ids",

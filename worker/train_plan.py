@@ -28,6 +28,7 @@ KNOB_FIELDS = {
     "ttt_steps": ("EAGLE_TTT_STEPS", "ttt_steps"),
     "learning_rate": ("EAGLE_LEARNING_RATE", "lr"),
     "regenerate": ("EAGLE_REGENERATE", "regenerate"),
+    "self_instruct_conversations": ("EAGLE_SELF_INSTRUCT_CONVERSATIONS", "self_instruct_conversations"),
 }
 
 
@@ -70,6 +71,14 @@ def build_train_config(
     budget_minutes: float | None,
 ) -> TrainConfig:
     fields: dict[str, Any] = dict(overrides)
+    if knobs.self_instruct_conversations and knobs.regenerate is False:
+        raise JobFailedError(
+            "EAGLE_SELF_INSTRUCT_CONVERSATIONS needs EAGLE_REGENERATE=true (or unset): the target's "
+            "own prompts have no reply until the target writes one"
+        )
+    if knobs.self_instruct_conversations and knobs.regenerate is None:
+        # The target's own prompts have no reply until it writes one.
+        fields["regenerate"] = True
     for attribute, (_, field) in KNOB_FIELDS.items():
         value = getattr(knobs, attribute)
         if value is not None:

@@ -17,6 +17,7 @@ def test_parses_every_knob_and_ignores_other_keys() -> None:
             "EAGLE_VARIANT": "eagle3",
             "EAGLE_TTT_STEPS": "7",
             "EAGLE_LEARNING_RATE": "3e-4",
+            "EAGLE_SELF_INSTRUCT_CONVERSATIONS": "2000",
             "OPTION_TENSOR_PARALLEL_DEGREE": "8",
         }
     )
@@ -28,6 +29,7 @@ def test_parses_every_knob_and_ignores_other_keys() -> None:
         variant="eagle3",
         ttt_steps=7,
         learning_rate=3e-4,
+        self_instruct_conversations=2000,
     )
     assert EagleKnobs.from_environment(None) == EagleKnobs()
 
@@ -44,6 +46,8 @@ def test_parses_every_knob_and_ignores_other_keys() -> None:
         ("EAGLE_VARIANT", "eagle2", "enum value set: [eagle3]"),
         ("EAGLE_TTT_STEPS", "11", "integer between 1 and 10"),
         ("EAGLE_LEARNING_RATE", "-1e-3", "positive number"),
+        ("EAGLE_SELF_INSTRUCT_CONVERSATIONS", "many", "integer between 0 and 100000"),
+        ("EAGLE_SELF_INSTRUCT_CONVERSATIONS", "100001", "integer between 0 and 100000"),
         ("EAGLE_BATCH", "4", "Unknown EAGLE_ key; supported keys: EAGLE_DRAFT_VOCAB_SIZE"),
     ],
 )

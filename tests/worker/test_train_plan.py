@@ -92,3 +92,11 @@ def test_an_operator_default_vocabulary_size_yields_to_an_existing_head() -> Non
 def test_a_bad_operator_override_is_named() -> None:
     with pytest.raises(JobFailedError, match=r"train_overrides.batch_size: Extra inputs are not permitted"):
         _config(_knobs(), overrides={"batch_size": 8})
+
+
+def test_self_instruct_turns_regeneration_on_unless_the_job_turned_it_off() -> None:
+    config = _config(_knobs(EAGLE_SELF_INSTRUCT_CONVERSATIONS="500"))
+    assert (config.self_instruct_conversations, config.regenerate) == (500, True)
+    with pytest.raises(JobFailedError) as caught:
+        _config(_knobs(EAGLE_SELF_INSTRUCT_CONVERSATIONS="500", EAGLE_REGENERATE="false"))
+    assert str(caught.value).startswith("EAGLE_SELF_INSTRUCT_CONVERSATIONS needs EAGLE_REGENERATE=true")

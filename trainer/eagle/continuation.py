@@ -82,7 +82,7 @@ def context_of(
     return None
 
 
-def _stop_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+def stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
     configured: Any = getattr(model.generation_config, "eos_token_id", None)
     ids = [configured] if isinstance(configured, int) else list(configured or [])
     if not ids and tokenizer.eos_token_id is not None:
@@ -93,7 +93,7 @@ def _stop_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> lis
 
 
 @torch.inference_mode()
-def _generate(
+def generate_replies(
     model: PreTrainedModel,
     prompts: list[list[int]],
     *,
@@ -184,7 +184,7 @@ def continue_conversations(
     With ``feature_layers`` (aux layer ids) each sample carries the target features
     recorded during generation (aux states and final hidden in ``feature_dtypes``).
     """
-    stop_ids = _stop_ids(model, tokenizer)
+    stop_ids = stop_token_ids(model, tokenizer)
     pad_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else stop_ids[0]
     result = ContinuationResult(
         conversations=[], samples=[], generated_tokens=0, stopped=False, cut_at_max_new_tokens=0
@@ -204,7 +204,7 @@ def continue_conversations(
                     model, feature_layers, aux_dtype=feature_dtypes[0], final_dtype=feature_dtypes[1]
                 )
             )
-            replies = _generate(
+            replies = generate_replies(
                 model,
                 [c.prompt_ids for c in batch],
                 stop_ids=stop_ids,

@@ -27,6 +27,7 @@ from trainer.data.loader import load_conversations
 from trainer.data.regenerate import regenerate_conversations, sampling_mode
 from trainer.data.schema import Conversation
 from trainer.data.split import split_holdout
+from trainer.data.summary import LoadResult, LoadSummary
 from trainer.data.tokenize import (
     ChatTemplateError,
     TokenizedConversation,
@@ -37,10 +38,13 @@ from trainer.eagle.budget_clock import Clock
 from trainer.eagle.continuation import ContinuationResult, context_of, continue_conversations
 from trainer.eagle.features import FEATURE_DTYPES, final_dtype_for
 from trainer.eagle.reporting import Stage
+from trainer.eagle.self_instruct import synthesize_prompts
 
 PREPARED_DIR = "prepared"
 HELDOUT_FILE = "heldout.jsonl"
 REGENERATED_FILE = "regenerated.jsonl"
+# Self-instruct samples with its own seed stream: adding it leaves the data's regeneration as it was.
+SELF_INSTRUCT_SEED_OFFSET = 7919
 
 # (stage, done, total) while preparing; the train loop turns it into TrainProgress.
 ReportFn = Callable[[Stage, int, int], None]
@@ -66,6 +70,8 @@ class DataStats:
     train_tokens: int = 0
     train_masked_tokens: int = 0
     first_error: str | None = None
+    # The self-instruct part of the mix (trainer.eagle.self_instruct): counts and settings.
+    self_instruct: dict[str, object] | None = None
 
 
 @dataclass
@@ -90,7 +96,7 @@ def data_fingerprint(config: TrainConfig) -> str:
     Contents, not paths or times: a worker that downloads the same inputs into a new
     directory for a retried job still resumes.
     """
-    files = [_file_digest(path) for path in expand_data_paths(config.data_paths)]
+    files = [_file_digest(path) for path in expand_data_paths(config.data_paths)] if config.data_paths else []
     model_config = config.model_dir / "config.json"
     model = _file_digest(model_config) if model_config.is_file() else None
     keys = [
@@ -106,6 +112,10 @@ def data_fingerprint(config: TrainConfig) -> str:
         "regenerate_max_new_tokens",
         "regenerate_max_turns",
         "regenerate_max_prompt_tokens",
+        "self_instruct_conversations",
+        "self_instruct_temperature",
+        "self_instruct_top_p",
+        "self_instruct_max_prompt_tokens",
         "seed",
     ]
     payload = {"model": model, "files": files, **{k: getattr(config, k) for k in keys}}
@@ -272,6 +282,10 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     regenerated: list[Conversation] = []
     samples: list[TokenizedConversation] = []
     started = clock()
+    if config.self_instruct_conversations:
+        conversations = _with_self_instruct(
+            config, generator, tokenizer, conversations, stats, report, stop_regenerating
+        )
     # Said now: the first batch's progress comes only once it is generated, a minute or more.
     report("regenerating", 0, len(conversations))
     for number, start in enumerate(range(0, len(conversations), chunk)):
@@ -308,6 +322,41 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     return regenerated, samples if config.regenerate_turns == "last" else None
 
 
+def _with_self_instruct(  # noqa: PLR0917 - private helper of _regenerate
+    config: TrainConfig,
+    generator: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    conversations: list[Conversation],
+    stats: DataStats,
+    report: ReportFn,
+    should_stop: Callable[[], bool],
+) -> list[Conversation]:
+    """The data's conversations and the target's own prompts, shuffled together so that a
+    budget-limited distillation answers both in proportion."""
+    report("writing_prompts", 0, config.self_instruct_conversations)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed + SELF_INSTRUCT_SEED_OFFSET)
+        synthesized = synthesize_prompts(
+            generator,
+            tokenizer,
+            config.self_instruct_conversations,
+            temperature=config.self_instruct_temperature,
+            top_p=config.self_instruct_top_p,
+            max_prompt_tokens=config.self_instruct_max_prompt_tokens,
+            batch_size=config.regenerate_batch_size,
+            should_stop=should_stop,
+            progress=lambda kept: report("writing_prompts", kept, config.self_instruct_conversations),
+        )
+    stats.self_instruct = synthesized.summary(
+        temperature=config.self_instruct_temperature,
+        top_p=config.self_instruct_top_p,
+        max_prompt_tokens=config.self_instruct_max_prompt_tokens,
+    )
+    mixed = [*conversations, *synthesized.conversations]
+    random.Random(config.seed + SELF_INSTRUCT_SEED_OFFSET).shuffle(mixed)
+    return mixed
+
+
 def prepare_data(
     config: TrainConfig,
     target: PreTrainedModel,
@@ -327,7 +376,8 @@ def prepare_data(
     """
     stats = DataStats()
     report("loading_data", 0, len(config.data_paths))
-    loaded = load_conversations(config.data_paths)
+    # No files: self-instruct (TrainConfig refuses a config with neither) writes all the data.
+    loaded = load_conversations(config.data_paths) if config.data_paths else LoadResult([], LoadSummary())
     stats.records_read = loaded.summary.records_read
     stats.records_skipped = loaded.summary.records_skipped
     stats.conversations = len(loaded.conversations)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 Stage = Literal[
     "loading_model",
     "loading_data",
+    "writing_prompts",
     "regenerating",
     "tokenizing",
     "training",
@@ -88,6 +89,9 @@ class TrainResult(BaseModel):
     regeneration_mode: str
     regeneration_seconds: float
     regenerated_conversations: int
+    self_instruct: dict[str, Any] | None = Field(
+        default=None, description="The target's own prompts in the mix: kept, dropped by reason, settings."
+    )
     draft_vocab_size: int
     draft_vocab_coverage: float | None
     aux_layer_ids: list[int]

@@ -1,0 +1,102 @@
+"""Self-instruct: the target writes user prompts; broken, repeated and looping ones are dropped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from trainer.config import TrainConfig
+from trainer.data.tokenize import render_chat
+from trainer.eagle.data import prepare_data
+from trainer.eagle.self_instruct import SOURCE, drop_reason, synthesize_prompts, user_turn_prefix
+from trainer.models.tiny import build_tiny_tokenizer
+
+
+def test_the_prefix_is_the_template_up_to_where_the_user_writes() -> None:
+    tokenizer = build_tiny_tokenizer()
+    prefix = user_turn_prefix(tokenizer)
+    assert prefix.endswith("<|im_start|>user\n")
+    rendered = render_chat(tokenizer, [{"role": "user", "content": "hello"}], add_generation_prompt=False)
+    assert rendered.startswith(prefix + "hello")
+
+
+@pytest.mark.parametrize(
+    ("text", "cut", "reason"),
+    [
+        ("How do I bake rye bread at home?", True, "truncated"),
+        ("  ", False, "empty"),
+        ("Hi there", False, "empty"),
+        ("Tell me more. Tell me more. Tell me more. Tell me more.", False, "looping"),
+        ("What is this?" + "!" * 20, False, "looping"),
+    ],
+)
+def test_prompts_no_user_sends_are_dropped_with_their_reason(text: str, cut: bool, reason: str) -> None:
+    assert drop_reason(text, cut=cut, seen=set()) == reason
+
+
+def test_a_prompt_is_kept_once_whatever_its_case_and_spacing() -> None:
+    seen: set[str] = set()
+    assert drop_reason("How do I bake rye bread?", cut=False, seen=seen) is None
+    assert drop_reason("how do I  bake rye\nbread?", cut=False, seen=seen) == "duplicate"
+
+
+def test_greedy_sampling_is_refused() -> None:
+    with pytest.raises(ValueError, match="temperature > 0"):
+        synthesize_prompts(None, build_tiny_tokenizer(), 4, temperature=0.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_smollm2_writes_distinct_user_prompts_that_distillation_answers(
+    smollm2_dir: Path, tmp_path: Path
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.bfloat16)
+    torch.manual_seed(0)
+    result = synthesize_prompts(model, tokenizer, 6, max_prompt_tokens=48, batch_size=8)
+    assert 0 < len(result.conversations) <= 6
+    assert result.generated == len(result.conversations) + sum(result.dropped.values())
+    texts = [c.messages[0].content for c in result.conversations]
+    assert len(set(texts)) == len(texts)
+    assert all(c.source == SOURCE and [m.role for m in c.messages] == ["user"] for c in result.conversations)
+    assert all(len(text.split()) >= 3 for text in texts)
+
+    # Without any data file: the target's own prompts, answered by the target, are the data.
+    config = TrainConfig(
+        model_dir=smollm2_dir,
+        out_dir=tmp_path / "run",
+        regenerate=True,
+        self_instruct_conversations=4,
+        self_instruct_max_prompt_tokens=48,
+        regenerate_max_new_tokens=12,
+        regenerate_batch_size=8,
+        eval_fraction=0.0,
+    )
+    stages: list[str] = []
+    data = prepare_data(
+        config,
+        model,
+        tokenizer,
+        report=lambda stage, done, total: stages.append(stage),
+        should_stop=lambda: False,
+        regenerate_deadline=None,
+    )
+    assert data.stats.self_instruct is not None
+    kept = data.stats.self_instruct["kept"]
+    assert isinstance(kept, int)
+    assert 0 < kept <= 4
+    assert data.stats.self_instruct["temperature"] == 1.0
+    assert data.stats.regenerated_conversations == kept
+    assert len(data.train) == kept
+    assert all(sample.source == SOURCE and sample.num_masked > 0 for sample in data.train)
+    assert "writing_prompts" in stages
+    assert stages.index("writing_prompts") < stages.index("regenerating")
+
+
+def test_a_config_needs_data_or_self_instruct_and_self_instruct_needs_regeneration(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no training data"):
+        TrainConfig(model_dir=tmp_path, out_dir=tmp_path)
+    with pytest.raises(ValueError, match="self_instruct_conversations needs regenerate"):
+        TrainConfig(model_dir=tmp_path, out_dir=tmp_path, self_instruct_conversations=10)

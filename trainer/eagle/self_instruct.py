@@ -1,0 +1,136 @@
+"""Self-instruct: the target writes user prompts as well as the replies (the Magpie recipe).
+
+An instruction-tuned model handed its chat template up to the start of a user turn writes
+a plausible user message, because that is what followed such a prefix in its tuning data.
+Sampled with some temperature, these prompts cover what the model was tuned to answer --
+far broader than one downloaded dataset -- and cost no data at all. Each kept prompt
+becomes a conversation with a single user turn; distillation then has the target answer it
+(greedily, or as configured) like any other conversation.
+
+Prompts that are empty, cut at the length cap, repeated, or looping are dropped: each
+would teach the head a reply to a prompt no user sends.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from trainer.data.schema import Conversation, Message
+from trainer.data.tokenize import render_chat
+from trainer.eagle.continuation import generate_replies, stop_token_ids
+
+SOURCE = "self-instruct"
+# Marks where the user's text would go, so the prefix is cut exactly there whatever the template.
+_MARKER = "\x00eaglenest-user-turn\x00"
+MIN_WORDS = 3
+# A word 4-gram seen this often in one prompt means the sampler is looping.
+LOOP_NGRAM, LOOP_REPEATS = 4, 3
+# Give up after this many prompts generated per prompt asked for (a model that mostly loops).
+MAX_ATTEMPTS_PER_PROMPT = 4
+
+
+@dataclass
+class SelfInstructResult:
+    conversations: list[Conversation]  # one user turn each, no reply yet
+    generated: int = 0
+    tokens: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)  # reason -> count
+    stopped: bool = False
+
+    def summary(self, *, temperature: float, top_p: float, max_prompt_tokens: int) -> dict[str, object]:
+        """What lineage records of the mix: counts and the generation settings."""
+        return {
+            "source": SOURCE,
+            "kept": len(self.conversations),
+            "generated": self.generated,
+            "dropped": dict(self.dropped),
+            "tokens": self.tokens,
+            "temperature": temperature,
+            "top_p": top_p,
+            "max_prompt_tokens": max_prompt_tokens,
+        }
+
+
+def user_turn_prefix(tokenizer: PreTrainedTokenizerBase) -> str:
+    """The chat template's text up to where a first user message starts (system prompt included
+    when the template adds one by default)."""
+    text = render_chat(tokenizer, [{"role": "user", "content": _MARKER}], add_generation_prompt=False)
+    return text[: text.index(_MARKER)]
+
+
+def drop_reason(text: str, *, cut: bool, seen: set[str]) -> str | None:
+    """Why a generated prompt is not kept, or None to keep it (and remember it in ``seen``)."""
+    if cut:
+        return "truncated"
+    words = text.split()
+    if len(words) < MIN_WORDS:
+        return "empty"
+    key = " ".join(word.lower() for word in words)
+    if key in seen:
+        return "duplicate"
+    grams = Counter(tuple(words[i : i + LOOP_NGRAM]) for i in range(len(words) - LOOP_NGRAM + 1))
+    if grams and max(grams.values()) >= LOOP_REPEATS:
+        return "looping"
+    if re.search(r"(.)\1{15,}", text):
+        return "looping"
+    seen.add(key)
+    return None
+
+
+def synthesize_prompts(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    count: int,
+    *,
+    temperature: float = 1.0,
+    top_p: float = 0.95,
+    max_prompt_tokens: int = 96,
+    batch_size: int = 48,
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: Callable[[int], None] = lambda kept: None,
+) -> SelfInstructResult:
+    """Up to ``count`` distinct user prompts written by ``model`` (sampled: the caller seeds torch)."""
+    if temperature <= 0:
+        raise ValueError("self-instruct prompts must be sampled: temperature > 0 (greedy writes one prompt)")
+    prefix = list(
+        tokenizer(user_turn_prefix(tokenizer), add_special_tokens=False, verbose=False)["input_ids"]
+    )
+    stop_ids = stop_token_ids(model, tokenizer)
+    result = SelfInstructResult(conversations=[])
+    seen: set[str] = set()
+    was_training = model.training
+    model.train(False)
+    try:
+        while len(result.conversations) < count and result.generated < count * MAX_ATTEMPTS_PER_PROMPT:
+            if should_stop():
+                result.stopped = True
+                break
+            rows = min(batch_size, 2 * (count - len(result.conversations)))
+            replies = generate_replies(
+                model,
+                [prefix] * rows,
+                stop_ids=stop_ids,
+                pad_id=stop_ids[0],
+                max_new_tokens=max_prompt_tokens,
+                temperature=temperature,
+                top_p=top_p,
+            )
+            for tokens, stop_token, _ in replies:
+                result.generated += 1
+                result.tokens += len(tokens) + (stop_token is not None)
+                text = str(tokenizer.decode(tokens, skip_special_tokens=True)).strip()
+                reason = drop_reason(text, cut=stop_token is None, seen=seen)
+                if reason is not None:
+                    result.dropped[reason] += 1
+                elif len(result.conversations) < count:
+                    message = Message(role="user", content=text)
+                    result.conversations.append(Conversation(messages=[message], source=SOURCE))
+            progress(len(result.conversations))
+    finally:
+        model.train(was_training)
+    return result
