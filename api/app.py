@@ -72,6 +72,11 @@ def create_app(settings: Settings | None = None, *, dispatcher: JobDispatcher | 
             'with AWS Signature Version 4. Errors are `{"__type": <AWS code>, "message": ...}`.'
         ),
         lifespan=lifespan,
+        # No /docs or /redoc: FastAPI's pages load Swagger UI and ReDoc from a CDN, which
+        # fails offline and tells a third party who reads the docs, and their "Try it out"
+        # cannot sign with SigV4 anyway. The spec stays at /openapi.json and in openapi.yaml.
+        docs_url=None,
+        redoc_url=None,
         # operationId = the route function's name (list_optimization_jobs, describe_model, ...).
         generate_unique_id_function=lambda route: route.name,
     )

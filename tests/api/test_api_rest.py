@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 import yaml
@@ -177,3 +179,31 @@ def test_served_openapi_matches_the_committed_file(live_server: LiveServer) -> N
         "ResourceNotFoundError",
         "InvalidSignatureExceptionError",
     } <= error_schemas
+
+
+class _AssetLinks(HTMLParser):
+    """Every ``<script src>`` and ``<link href>`` of a page: what a browser fetches to show it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        wanted = {"script": "src", "link": "href"}.get(tag)
+        self.urls += [value for name, value in attrs if name == wanted and value]
+
+
+def test_docs_pages_load_nothing_from_the_internet(live_server: LiveServer) -> None:
+    """FastAPI's default /docs and /redoc pull Swagger UI and ReDoc from a CDN; none may."""
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        page = httpx.get(f"{live_server.url}{path}")
+        if page.status_code == 404:
+            continue
+        assert page.status_code == 200, (path, page.status_code)
+        links = _AssetLinks()
+        links.feed(page.text)
+        for url in links.urls:
+            assert not urlsplit(url).netloc, f"{path} loads {url} from another host"
+            asset = httpx.get(urljoin(f"{live_server.url}{path}", url))
+            assert asset.status_code == 200, (path, url, asset.status_code)
+    assert httpx.get(f"{live_server.url}/openapi.json").status_code == 200

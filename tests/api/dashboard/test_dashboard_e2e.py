@@ -2,7 +2,8 @@
 
 One stack serves the module: one tiny job is watched from the jobs table until it is
 COMPLETED (then its page must plot what the worker recorded and published), a longer one
-is stopped from its page, and a second account's job must never appear.
+is stopped from its page (Delete enabled only once it is STOPPED), and a second account's
+job must never appear.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from playwright.sync_api import Browser, Page
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -224,7 +226,7 @@ def test_the_job_page_plots_what_the_worker_recorded_and_published(
     assert "COMPLETED" in history
 
 
-def test_stop_from_the_job_page_reaches_stopped_and_delete_errors_are_shown(
+def test_stop_from_the_job_page_reaches_stopped_and_only_then_allows_delete(
     page: Page, client_stack: ClientStack, watched_job: WatchedJob
 ) -> None:
     request = create_optimization_job_request(
@@ -246,16 +248,17 @@ def test_stop_from_the_job_page_reaches_stopped_and_delete_errors_are_shown(
     sign_in_to(page, client_stack, route=f"#/jobs/{name}")
     page.wait_for_selector("#job-status[data-status='INPROGRESS']", timeout=60_000)
 
-    page.click("#delete-job")
-    page.click("#confirm-delete")
-    page.wait_for_selector("#action-message.error")
-    assert f'Cannot delete optimization job "{name}" in status INPROGRESS' in page.inner_text(
-        "#action-message"
-    )
+    # The page greys Delete out while the job runs; the api still refuses it when called.
+    assert page.is_disabled("#delete-job")
+    assert "INPROGRESS" in (page.get_attribute("#delete-job", "title") or "")
+    with pytest.raises(ClientError) as refused:
+        client_stack.client().delete_optimization_job(OptimizationJobName=name)
+    assert f'Cannot delete optimization job "{name}" in status INPROGRESS' in str(refused.value)
 
     page.click("#stop-job")
     page.wait_for_selector("#job-status[data-status='STOPPED']", timeout=60_000)
     screenshot(page, "job-stopped")
+    assert page.is_disabled("#stop-job")
     assert (
         client_stack.client().describe_optimization_job(OptimizationJobName=name)["OptimizationJobStatus"]
         == "STOPPED"

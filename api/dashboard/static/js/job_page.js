@@ -1,11 +1,13 @@
 // One job: the request as submitted, status history, live training curves, and once it
 // is COMPLETED the published benchmark (plots and table) and artifacts. Stop and Delete
-// call the same /v1 operations as the CLI and show their errors.
+// call the same /v1 operations as the CLI and show their errors; each is disabled, with a
+// tooltip saying why, where the job's status rules it out.
 
 import { ApiError, call, dashboardJobPath, get, jobPath } from "./api.js";
 import { lineChart } from "./charts.js";
 import { h, replaceChildren } from "./dom.js";
 import { bytes, duration, isActive, number, statusClass, time } from "./format.js";
+import { deleteBlockedReason, stopBlockedReason } from "./job_actions.js";
 import { progressBar } from "./jobs_page.js";
 import { describeError } from "./problems.js";
 
@@ -40,6 +42,9 @@ export class JobPage {
     this.onDeleted = onDeleted;
     this.results = null; // fetched once, when the job is COMPLETED
     this.loaded = false;
+    this.jobStatus = null; // the last status shown; null until loaded or once the job is gone
+    this.missing = false;
+    this.busy = false; // a Stop or Delete is in flight
     this.status = h("span", { id: "job-status" });
     this.actionMessage = h("p", { class: "action-message", id: "action-message", role: "status" });
     this.stopButton = h("button", { type: "button", id: "stop-job", onclick: () => this.stop() }, "Stop");
@@ -66,6 +71,7 @@ export class JobPage {
       h("h2", {}, "Request (aws sagemaker create-optimization-job --cli-input-json)"),
       this.request,
     );
+    this.updateActions();
   }
 
   async refresh() {
@@ -75,6 +81,9 @@ export class JobPage {
     } catch (error) {
       if (error instanceof ApiError && error.code === "ResourceNotFound") {
         replaceChildren(this.summary, h("dt", {}, `No optimization job named ${this.name} in this account.`));
+        this.jobStatus = null;
+        this.missing = true;
+        this.updateActions();
         return;
       }
       throw error;
@@ -96,6 +105,9 @@ export class JobPage {
     this.status.className = statusClass(status);
     this.status.dataset.status = status;
     replaceChildren(this.status, status);
+    this.jobStatus = status;
+    this.missing = false;
+    this.updateActions();
     replaceChildren(
       this.summary,
       item("Stage", job.Stage ?? "—"),
@@ -198,8 +210,22 @@ export class JobPage {
     if (deleted) this.onDeleted(this.name);
   }
 
+  // The api rejects Stop and Delete in the wrong status anyway; disabling them up front says
+  // why before the click instead of after it.
+  updateActions() {
+    let unavailable = null;
+    if (this.busy) unavailable = "Working…";
+    else if (this.missing) unavailable = "The job no longer exists.";
+    else if (this.jobStatus === null) unavailable = "Loading the job…";
+    const deleteBlocked = unavailable ?? deleteBlockedReason(this.jobStatus);
+    allowAction(this.stopButton, unavailable ?? stopBlockedReason(this.jobStatus));
+    allowAction(this.deleteButton, deleteBlocked);
+    if (deleteBlocked !== null && !this.busy) this.confirm.hidden = true;
+  }
+
   async act(operation, done) {
-    this.stopButton.disabled = this.deleteButton.disabled = true;
+    this.busy = true;
+    this.updateActions();
     replaceChildren(this.actionMessage, "Working…");
     this.actionMessage.className = "action-message";
     try {
@@ -212,9 +238,17 @@ export class JobPage {
       replaceChildren(this.actionMessage, describeError(error));
       return false;
     } finally {
-      this.stopButton.disabled = this.deleteButton.disabled = false;
+      this.busy = false;
+      this.updateActions();
     }
   }
+}
+
+// Enabled when ``blocked`` is null; otherwise disabled, with ``blocked`` as the tooltip.
+function allowAction(button, blocked) {
+  button.disabled = blocked !== null;
+  if (blocked === null) button.removeAttribute("title");
+  else button.title = blocked;
 }
 
 function item(label, value) {
