@@ -65,7 +65,7 @@ def format_lineage_summary(lineage: dict[str, Any]) -> str:
     output_model = lineage.get("output_model")
     data_where = data.get("uri") or ", ".join(data.get("builtin_datasets") or []) or "-"
     lines = [
-        f"Lineage of {lineage.get('job', {}).get('arn', '?')} (code {lineage.get('code_version', '?')}):",
+        f"Lineage of {lineage.get('job', {}).get('arn', '?')} (code {_code(lineage.get('code_version'))}):",
         f"  source model   {lineage.get('source_model', {}).get('uri', '?')}",
         f"  base head      {'none (trained from scratch)' if base_head is None else base_head.get('uri')}",
         f"  training data  {data.get('source', '?')} {data_where}: "
@@ -107,6 +107,14 @@ def _cell(value: Any, digits: int) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def _code(version: Any) -> str:
+    if not isinstance(version, dict):
+        return str(version or "?")
+    commit = str(version.get("git_commit") or "?")[:12]
+    dirty = ", uncommitted changes" if version.get("git_dirty") else ""
+    return f"{version.get('package', '?')} {version.get('version', '?')}, commit {commit}{dirty}"
 
 
 def _number(value: Any, digits: int) -> str:
