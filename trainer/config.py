@@ -114,7 +114,7 @@ class TrainConfig(BaseModel):
         default=0.95, gt=0.0, le=1.0, description="Nucleus sampling cut-off of self-instruct prompts."
     )
     self_instruct_max_prompt_tokens: int = Field(
-        default=96, ge=8, description="Longest self-instruct prompt; longer ones are dropped as truncated."
+        default=64, ge=8, description="Longest self-instruct prompt; longer ones are dropped as truncated."
     )
     regenerate_budget_fraction: float = Field(
         default=0.7,

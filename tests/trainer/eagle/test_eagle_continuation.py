@@ -9,7 +9,7 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from trainer.data.schema import Conversation, Message
-from trainer.eagle.continuation import context_of, continue_conversations
+from trainer.eagle.continuation import _EnoughRowsFinished, context_of, continue_conversations
 from trainer.eagle.features import TargetTeacher
 from trainer.eagle.generation_features import collate_features
 from trainer.eagle.ttt import teacher_positions
@@ -171,3 +171,17 @@ def test_features_recorded_while_generating_equal_a_separate_target_pass(
         assert torch.equal(
             teacher.teacher(batch, t2d).argmax_draft_id[0, : len(sample.input_ids)], recorded.argmax_ids
         )
+
+
+def test_a_batch_ends_once_enough_rows_have_ended_their_reply() -> None:
+    stop = 2
+    criteria = _EnoughRowsFinished([stop], rows=4, fraction=0.75)
+    step = torch.tensor([[5, stop], [5, 7], [5, 8], [5, 9]])
+    assert not criteria(step, None).any()  # type: ignore[arg-type]
+    # A row's end is remembered while the others keep generating.
+    step = torch.tensor([[5, stop, 0], [5, 7, stop], [5, 8, 1], [5, 9, 1]])
+    assert not criteria(step, None).any()  # type: ignore[arg-type]
+    step = torch.tensor([[5, stop, 0, 0], [5, 7, stop, 0], [5, 8, 1, stop], [5, 9, 1, 1]])
+    assert criteria(step, None).all()  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="finish_fraction"):
+        _EnoughRowsFinished([stop], rows=4, fraction=0.0)
