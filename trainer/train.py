@@ -334,7 +334,13 @@ def train(  # noqa: PLR0912, PLR0915
             step_accuracy=out.step_accuracy,
             lr=lr,
             tokens_per_s=real_tokens / max(now - began, 1e-9),
-            eta_seconds=None if eta is None else max(0.0, eta[0] - (now - eta[1])),
+            # The last step has nothing left to estimate; an estimate made steps ago and counted
+            # down since would still show what a faster-than-predicted run left over.
+            eta_seconds=0.0
+            if step >= total_steps
+            else None
+            if eta is None
+            else max(0.0, eta[0] - (now - eta[1])),
         )
         bar.update(1)
         bar.set_postfix(loss=f"{last_loss:.3f}", acc0=f"{out.step_accuracy[0]:.2f}")

@@ -166,8 +166,10 @@ def test_seaweedfs_gets_the_s3_credentials_as_its_identity_file(compose: dict[st
 def test_dockerfile_installs_cpu_torch_before_the_project() -> None:
     lines = [line.strip() for line in DOCKERFILE.read_text().splitlines()]
     torch_line = next(i for i, line in enumerate(lines) if line.startswith('RUN pip install "torch=='))
-    project_line = next(i for i, line in enumerate(lines) if "pip install ." in line)
+    project_line = next(i for i, line in enumerate(lines) if "pip install -c requirements.lock ." in line)
     assert torch_line < project_line
+    # The locked versions the suite passed on, copied in before the install that uses them.
+    assert any(line.startswith("COPY ") and "requirements.lock" in line for line in lines[:project_line])
     assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in lines
     assert 'ENTRYPOINT ["eaglenest"]' in lines
     for source in ("api", "db", "migrations", "trainer", "worker"):
