@@ -326,6 +326,9 @@ def train(  # noqa: PLR0912, PLR0915
                 upcoming(), steps=total_steps - step, timer=timer, evals_per_step=evals_per_step
             )
             eta = None if estimate is None else (estimate, now)
+        # The last step has nothing left to estimate; an estimate made steps ago and counted
+        # down since would still show what a faster-than-predicted run left over.
+        eta_seconds = None if eta is None else max(0.0, eta[0] - (now - eta[1]))
         report(
             "training",
             step,
@@ -334,13 +337,7 @@ def train(  # noqa: PLR0912, PLR0915
             step_accuracy=out.step_accuracy,
             lr=lr,
             tokens_per_s=real_tokens / max(now - began, 1e-9),
-            # The last step has nothing left to estimate; an estimate made steps ago and counted
-            # down since would still show what a faster-than-predicted run left over.
-            eta_seconds=0.0
-            if step >= total_steps
-            else None
-            if eta is None
-            else max(0.0, eta[0] - (now - eta[1])),
+            eta_seconds=0.0 if step >= total_steps else eta_seconds,
         )
         bar.update(1)
         bar.set_postfix(loss=f"{last_loss:.3f}", acc0=f"{out.step_accuracy[0]:.2f}")
