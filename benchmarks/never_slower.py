@@ -53,7 +53,7 @@ def main() -> None:
         BenchmarkConfiguration(name=RANDOM_HEAD, head_dir=random_head),
     ]
     configurations += [
-        BenchmarkConfiguration(name=f"Head {index} ({head})", head_dir=head)
+        BenchmarkConfiguration(name=f"Head {index}", head_dir=head)
         for index, head in enumerate(args.head, start=1)
     ]
     config = ServingBenchmarkConfig(
@@ -66,6 +66,8 @@ def main() -> None:
         max_prompts=args.max_prompts,
         work_dir=args.out / "raw",
     )
+    for index, head in enumerate(args.head, start=1):
+        print(f"Head {index}: {head}")
     report = benchmark(config)
     (args.out / "results.json").write_text(json.dumps(report.model_dump(mode="json"), indent=2))
     (args.out / "results.csv").write_text(report.to_csv())

@@ -10,6 +10,7 @@ the same prompt file.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -128,7 +129,7 @@ def _measure(
         max_batch_size=config.max_batch_size,
         num_threads=config.num_threads,
     )
-    slug = configuration.name.lower().replace(" ", "-")
+    slug = file_slug(configuration.name)
     output_path = config.work_dir / f"guidellm-{slug}.json"
     server_context = (
         serve_in_process(spec, log_dir=config.work_dir / "logs")
@@ -166,6 +167,12 @@ def _measure(
             counters = poller.window(level.first_request_start, level.last_request_end)
         rows.append(_row(configuration, level, counters, k))
     return rows
+
+
+def file_slug(name: str) -> str:
+    """A configuration name as part of a file name: "Trained EAGLE (K=3)" -> "trained-eagle-k-3";
+    a name may hold anything (a head's path, say), a file name must not hold a slash."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "configuration"
 
 
 def _warm_up(server: RunningServer, prompt: str) -> None:

@@ -11,6 +11,7 @@ from trainer.benchmark.config import BenchmarkConfiguration
 from trainer.benchmark.recommendation import recommend
 from trainer.benchmark.serving_config import ServingBenchmarkConfig
 from trainer.benchmark.serving_report import ServingRow
+from trainer.benchmark.serving_run import file_slug
 
 HEAD = "/heads/trained"
 
@@ -95,3 +96,9 @@ def test_k_sweep_values_outside_what_the_engine_drafts_are_refused(tmp_path: Pat
             k_sweep=[0],
             work_dir=tmp_path,
         )
+
+
+def test_configuration_names_become_safe_file_names() -> None:
+    assert file_slug("Trained EAGLE (K=3)") == "trained-eagle-k-3"
+    assert file_slug("Head (/tmp/run/eagle_model)") == "head-tmp-run-eagle-model"
+    assert file_slug("///") == "configuration"
