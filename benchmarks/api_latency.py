@@ -166,20 +166,28 @@ async def client_loop(scenario: Scenario, start_at: float, stop_at: float, tally
             connection[1].close()
 
 
-def process_tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and all its descendants, from /proc (Linux)."""
+def process_tree_cpu_seconds(pid: int, proc: Path = Path("/proc")) -> float:
+    """User + system CPU of a process and all its descendants, from /proc (Linux).
+
+    Threads and processes end while the tree is walked (a server's worker threads come and
+    go): whatever vanished between listing and reading is skipped, not an error.
+    """
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
     pending = [pid]
     while pending:
         current = pending.pop()
         try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
+            fields = (proc / str(current) / "stat").read_text().rsplit(")", 1)[1].split()
+            tasks = list((proc / str(current) / "task").iterdir())
+        except (FileNotFoundError, ProcessLookupError):
             continue
         total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-        for task in Path(f"/proc/{current}/task").iterdir():
-            pending += [int(child) for child in (task / "children").read_text().split()]
+        for task in tasks:
+            try:
+                pending += [int(child) for child in (task / "children").read_text().split()]
+            except (FileNotFoundError, ProcessLookupError):
+                continue
     return total
 
 

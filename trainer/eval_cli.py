@@ -25,7 +25,12 @@ def register(subparsers: Subparsers) -> None:
         ),
     )
     parser.add_argument("--model", type=Path, required=True, help="target model directory (Hugging Face)")
-    parser.add_argument("--head", type=Path, required=True, help="EAGLE-3 head directory (native format)")
+    parser.add_argument(
+        "--head",
+        type=Path,
+        required=True,
+        help="EAGLE-3 head directory (native format), or the --out directory of `trainer train`",
+    )
     parser.add_argument("--prompts", type=Path, required=True, help="data file in any supported format")
     parser.add_argument("--k", type=int, default=4, help="draft tokens per verification (default 4)")
     parser.add_argument(
@@ -58,12 +63,13 @@ def run_eval(args: argparse.Namespace) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415
 
     from trainer.data import load_conversations  # noqa: PLC0415
-    from trainer.eagle.export import load_head  # noqa: PLC0415
+    from trainer.eagle.export import load_head, resolve_head_dir  # noqa: PLC0415
     from trainer.engine.decoder import SpeculativeDecoder  # noqa: PLC0415
     from trainer.engine.evaluation import chat_prompts, compare, format_table  # noqa: PLC0415
     from trainer.engine.tree_draft import TreeShape  # noqa: PLC0415
 
     tree = TreeShape.parse(args.tree) if args.tree is not None else None
+    head_dir = resolve_head_dir(args.head)
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -74,7 +80,7 @@ def run_eval(args: argparse.Namespace) -> int:
         raise ValueError(f"--prompts {args.prompts}: no record has a user turn to use as a prompt")
     dtype = getattr(torch, args.dtype)
     target = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
-    head = load_head(args.head, target)
+    head = load_head(head_dir, target)
     decoder = SpeculativeDecoder(target, head, num_speculative_tokens=args.k)
     drafting = f"K={args.k}" if tree is None else f"tree {tree}"
     logger.info("evaluating %d prompts, %s, %d new tokens each", len(prompts), drafting, args.max_new_tokens)

@@ -22,7 +22,9 @@ def register(subparsers: Subparsers) -> None:
         ),
     )
     parser.add_argument("--model", type=Path, required=True, help="target model directory (Hugging Face)")
-    parser.add_argument("--head", type=Path, default=None, help="EAGLE-3 head directory (native format)")
+    parser.add_argument(
+        "--head", type=Path, default=None, help="EAGLE-3 head directory, or a `trainer train --out` directory"
+    )
     k_mode = parser.add_mutually_exclusive_group()
     k_mode.add_argument("--num-speculative-tokens", type=int, default=None, help="fixed K drafts per step")
     k_mode.add_argument("--adaptive", action="store_true", help="adapt K to acceptance and batch size")
@@ -60,9 +62,11 @@ def run_serve(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    from trainer.eagle.export import resolve_head_dir  # noqa: PLC0415
+
     with start_server(
         args.model,
-        args.head,
+        None if args.head is None else resolve_head_dir(args.head),
         num_speculative_tokens=args.num_speculative_tokens,
         adaptive=args.adaptive,
         max_batch_size=args.max_batch_size,

@@ -49,7 +49,7 @@ from trainer.eagle.data import (
     prepare_data,
     save_prepared,
 )
-from trainer.eagle.export import export_head, load_head
+from trainer.eagle.export import RUN_HEAD_DIRNAME, export_head, load_head
 from trainer.eagle.features import FeatureCache, TargetTeacher
 from trainer.eagle.head_init import init_head_from_target
 from trainer.eagle.model import Eagle3DraftModel
@@ -67,7 +67,7 @@ from trainer.eagle.schedule import StepTimer, estimate_seconds, learning_rate, s
 logger = logging.getLogger(__name__)
 
 ProgressFn = Callable[[TrainProgress], None]
-HEAD_DIRNAME = "eagle_model"
+HEAD_DIRNAME = RUN_HEAD_DIRNAME
 CHECKPOINT_DIRNAME = "checkpoints"
 METRICS_FILE = "metrics.jsonl"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -24,7 +24,9 @@ def register(subparsers: Subparsers) -> None:
         ),
     )
     parser.add_argument("--model", type=Path, required=True, help="target model directory (Hugging Face)")
-    parser.add_argument("--head", type=Path, default=None, help="trained EAGLE-3 head (native format)")
+    parser.add_argument(
+        "--head", type=Path, default=None, help="trained EAGLE-3 head, or a `trainer train --out` directory"
+    )
     parser.add_argument("--base-head", type=Path, default=None, help="base EAGLE-3 head to compare with")
     parser.add_argument("--prompts", type=Path, required=True, help="held-out data file, any format")
     parser.add_argument(
@@ -79,12 +81,14 @@ def run_bench(args: argparse.Namespace) -> int:
     from trainer.benchmark.run import BASELINE  # noqa: PLC0415
     from trainer.benchmark.serving_config import ServingBenchmarkConfig  # noqa: PLC0415
     from trainer.benchmark.serving_run import serving_benchmark  # noqa: PLC0415
+    from trainer.eagle.export import resolve_head_dir  # noqa: PLC0415
 
     configurations = [BenchmarkConfiguration(name=BASELINE)]
     if args.base_head is not None:
         configurations.append(BenchmarkConfiguration(name="Base EAGLE", head_dir=args.base_head))
     if args.head is not None:
-        configurations.append(BenchmarkConfiguration(name="Trained EAGLE", head_dir=args.head))
+        head = resolve_head_dir(args.head)
+        configurations.append(BenchmarkConfiguration(name="Trained EAGLE", head_dir=head))
     try:
         config = ServingBenchmarkConfig(
             model_dir=args.model,

@@ -40,6 +40,21 @@ def export_head(model: Eagle3DraftModel, out_dir: Path | str, *, dtype: torch.dt
     return out_dir
 
 
+# Where ``trainer train --out DIR`` exports its head: DIR/eagle_model.
+RUN_HEAD_DIRNAME = "eagle_model"
+
+
+def resolve_head_dir(path: Path) -> Path:
+    """A head directory, given either the head itself or a training run's --out directory."""
+    for candidate in (path, path / RUN_HEAD_DIRNAME):
+        if (candidate / "config.json").is_file():
+            return candidate
+    raise ValueError(
+        f"{path}: no EAGLE head here -- neither {path / 'config.json'} nor "
+        f"{path / RUN_HEAD_DIRNAME / 'config.json'} (a training run's head) exists"
+    )
+
+
 def load_head(head_dir: Path | str, target_model: PreTrainedModel) -> Eagle3DraftModel:
     """A validated head ready to draft for ``target_model``, in float32 on the CPU.
 

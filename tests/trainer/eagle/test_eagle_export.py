@@ -14,7 +14,7 @@ from transformers import PreTrainedModel
 
 from trainer.eagle.capture import input_embedding_weight
 from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.export import export_head, load_head
+from trainer.eagle.export import RUN_HEAD_DIRNAME, export_head, load_head, resolve_head_dir
 from trainer.eagle.head_format import InvalidHeadError
 from trainer.eagle.model import DraftKVCache, Eagle3DraftModel
 from trainer.eagle.validate import validate_head
@@ -274,3 +274,15 @@ def test_full_vocabulary_head_may_omit_the_maps(target: PreTrainedModel, tmp_pat
     loaded = load_head(directory, target)
     assert bool(loaded.t2d.all())
     assert not bool(loaded.d2t.any())
+
+
+def test_a_training_runs_out_directory_resolves_to_its_head(tmp_path: Path) -> None:
+    head = tmp_path / "run" / RUN_HEAD_DIRNAME
+    head.mkdir(parents=True)
+    (head / "config.json").write_text("{}")
+    assert resolve_head_dir(tmp_path / "run") == head  # what `trainer train --out run` wrote
+    assert resolve_head_dir(head) == head  # the head itself
+    with pytest.raises(ValueError, match="no EAGLE head here") as caught:
+        resolve_head_dir(tmp_path)
+    assert str(tmp_path / "config.json") in str(caught.value)
+    assert str(tmp_path / RUN_HEAD_DIRNAME / "config.json") in str(caught.value)
