@@ -33,7 +33,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from trainer.config import TrainConfig
 from trainer.data import load_conversations, split_holdout
-from trainer.eagle.export import load_head
+from trainer.eagle.export import load_head, resolve_head_dir
 from trainer.eagle.model import Eagle3DraftModel
 from trainer.engine import SpeculativeDecoder
 from trainer.engine.evaluation import SpeedupReport, chat_prompts, compare, format_table
@@ -85,15 +85,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--json", type=Path, default=None, help="write every number here too")
-    return parser.parse_args()
-
-
-def head_dir_of(path: Path) -> Path:
-    """The exported head inside a run directory, or the directory itself."""
-    for candidate in (path, path / "eagle_model"):
-        if (candidate / "config.json").is_file():
-            return candidate
-    raise SystemExit(f"--head {path}: no EAGLE-3 head (config.json) here or in {path / 'eagle_model'}")
+    args = parser.parse_args()
+    try:
+        args.head_dir = resolve_head_dir(args.head)
+    except ValueError as error:
+        parser.error(f"--head {error}")
+    return args
 
 
 def heldout_conversations(args: argparse.Namespace) -> tuple[list[Any], str]:
@@ -184,7 +181,7 @@ def verdict(reports: list[SpeedupReport]) -> list[str]:
 def main() -> int:
     args = parse_args()
     torch.set_num_threads(args.threads)
-    head_dir = head_dir_of(args.head)
+    head_dir: Path = args.head_dir
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     conversations, source = heldout_conversations(args)
     every_prompt = chat_prompts(tokenizer, conversations)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.stack.layout import StateLayout
@@ -81,18 +81,45 @@ def _with_database(run: Callable[[argparse.Namespace, sessionmaker[Session]], in
         except DatabaseUnavailableError as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-        engine = create_db_engine(url, pool_size=1, max_overflow=0)
+        try:
+            # create_engine itself fails on an unparsable URL (a bad port is a ValueError) or
+            # one naming a driver we lack.
+            engine = create_db_engine(url, pool_size=1, max_overflow=0)
+        except (ArgumentError, ValueError, ImportError) as error:
+            return _cannot_use(url, error)
         try:
             return run(args, create_session_factory(engine))
         except SQLAlchemyError as error:
-            shown = make_url(url).render_as_string(hide_password=True)
-            reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
-            print(f"error: cannot use the database {shown}: {reason}", file=sys.stderr)
-            return 1
+            return _cannot_use(url, error)
         finally:
             engine.dispose()
 
     return handler
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password replaced by ***, even when SQLAlchemy cannot parse it."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        # Unparsable, so where the password ends is a guess: hide the whole user part instead.
+        userinfo, at, host = url.rpartition("@")
+        if not at:
+            return url
+        scheme, separator, _ = userinfo.partition("://")
+        return f"{scheme}{separator}***@{host}" if separator else f"***@{host}"
+
+
+def _cannot_use(url: str, error: Exception) -> int:
+    """Say in one line which database failed and why; the exit status for it."""
+    if isinstance(error, ImportError):
+        # e.g. mysql:// or postgresql+psycopg2://: eaglenest installs only psycopg 3 (and has SQLite).
+        reason = f"its driver is not installed ({error}); use postgresql+psycopg://... or sqlite:///..."
+    else:
+        lines = str(getattr(error, "orig", None) or error).strip().splitlines()
+        reason = lines[0] if lines else type(error).__name__
+    print(f"error: cannot use the database {masked_url(url)}: {reason}", file=sys.stderr)
+    return 1
 
 
 def run_create(args: argparse.Namespace, sessions: sessionmaker[Session]) -> int:

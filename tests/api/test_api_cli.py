@@ -147,3 +147,52 @@ def test_keys_without_a_database_say_which_one_they_tried_in_one_line(
         f"error: no embedded stack database at {tmp_path / 'nowhere' / 'eaglenest.sqlite3'}"
     )
     assert "Traceback" not in error
+
+
+def test_keys_default_to_the_state_dir_here_unless_a_database_url_is_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Where `eaglenest up` was run without --state-dir: ./state holds the stack's database.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EAGLENEST_DATABASE_URL", raising=False)
+    layout = StateLayout(Path("state"))
+    layout.root.mkdir()
+    upgrade_to_head(layout.database_url)
+    assert (
+        main(["keys", "create", "--account-id", "444455556666", "--access-key-id", "AKIADEFAULTSTATE"]) == 0
+    )
+    capsys.readouterr()
+    assert main(["keys", "list"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["AccessKeys"]
+    assert entry["AccessKeyId"] == "AKIADEFAULTSTATE"
+
+    # An explicit EAGLENEST_DATABASE_URL wins over the default state dir.
+    monkeypatch.setenv("EAGLENEST_DATABASE_URL", "postgresql://127.0.0.1:1/none")
+    assert main(["keys", "list"]) == 1
+    assert capsys.readouterr().err.startswith(
+        "error: cannot use the database postgresql://127.0.0.1:1/none: "
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://127.0.0.1:1/none", "postgresql://127.0.0.1:1/none"),
+        # create_engine itself fails on these, before any connection is tried.
+        ("mysql://admin:hunter2@127.0.0.1:1/none", "mysql://admin:***@127.0.0.1:1/none"),
+        (
+            "postgresql+psycopg://admin:hunter2@127.0.0.1:port/none",
+            "postgresql+psycopg://***@127.0.0.1:port/none",
+        ),
+        ("not a database url", "not a database url"),
+    ],
+)
+def test_keys_report_an_unusable_database_url_in_one_line(
+    url: str, shown: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EAGLENEST_DATABASE_URL", url)
+    assert main(["keys", "list"]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: cannot use the database {shown}: ")
+    assert len(error.strip().splitlines()) == 1
+    assert "hunter2" not in error

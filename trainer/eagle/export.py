@@ -47,11 +47,11 @@ RUN_HEAD_DIRNAME = "eagle_model"
 def resolve_head_dir(path: Path) -> Path:
     """A head directory, given either the head itself or a training run's --out directory."""
     for candidate in (path, path / RUN_HEAD_DIRNAME):
-        if (candidate / "config.json").is_file():
+        if (candidate / CONFIG_FILE).is_file():
             return candidate
     raise ValueError(
-        f"{path}: no EAGLE head here -- neither {path / 'config.json'} nor "
-        f"{path / RUN_HEAD_DIRNAME / 'config.json'} (a training run's head) exists"
+        f"{path}: no EAGLE head here -- neither {path / CONFIG_FILE} nor "
+        f"{path / RUN_HEAD_DIRNAME / CONFIG_FILE} (a training run's head) exists"
     )
 
 

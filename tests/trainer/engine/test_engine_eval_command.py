@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from trainer.cli import USAGE_ERROR, main
 from trainer.data.schema import Conversation, Message
-from trainer.eagle.export import export_head
+from trainer.eagle.export import RUN_HEAD_DIRNAME, export_head
 from trainer.engine.evaluation import chat_prompts
 
 RECORDS = [
@@ -109,6 +110,25 @@ def test_eval_rejects_bad_input(
     missing = tmp_path / "nowhere"
     assert main(["eval", "--model", str(missing), "--head", str(head), "--prompts", str(only_answers)]) == 2
     assert f"--model {missing}: not a directory" in capsys.readouterr().err
+
+
+def test_eval_takes_the_out_directory_of_a_training_run(
+    model_and_head: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, head = model_and_head
+    run = tmp_path / "run"  # as `trainer train --out run` leaves it: the head in run/eagle_model
+    shutil.copytree(head, run / RUN_HEAD_DIRNAME)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps(RECORDS[1]) + "\n")
+    base = ["eval", "--model", str(model), "--prompts", str(prompts), "--k", "2", "--max-new-tokens", "4"]
+
+    assert main([*base, "--head", str(run), "--threads", "1"]) == 0
+    assert "speedup" in capsys.readouterr().out
+
+    assert main([*base, "--head", str(tmp_path)]) == USAGE_ERROR
+    error = capsys.readouterr().err
+    assert str(tmp_path / "config.json") in error
+    assert str(tmp_path / RUN_HEAD_DIRNAME / "config.json") in error
 
 
 def test_chat_prompts_stop_before_the_last_answer(smollm2_dir: Path) -> None:
