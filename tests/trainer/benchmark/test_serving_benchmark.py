@@ -67,7 +67,10 @@ def test_every_configuration_and_level_gets_guidellm_measurements_and_acceptance
     # Two distinct prompts for three requests per level: they repeat.
     assert report.prompts == 2
     for row in report.rows:
-        assert row.successful_requests == 3
+        # guidellm ends a level when its max_requests constraint is met and may leave the last
+        # in-flight request of a concurrency-2 level incomplete (seen once in three full runs);
+        # such a request is neither successful nor errored.
+        assert row.successful_requests == 3 if row.concurrency == 1 else 2 <= row.successful_requests <= 3
         assert row.errored_requests == 0
         # guidellm asks for exactly TOKENS tokens (ignore_eos) and counts what came back.
         assert row.output_tokens_mean == TOKENS
