@@ -35,6 +35,7 @@ from transformers import (
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import ChatTemplateError, render_chat
 from trainer.eagle.generation_features import FeaturedSample, GenerationRecorder, SampleFeatures
+from trainer.eagle.packed_generation import Recording, Reply, Sampling, generate_packed, packing_supported
 
 
 @dataclass
@@ -212,63 +213,124 @@ def continue_conversations(
     progress: Callable[[int], None] = lambda done: None,
     feature_layers: Sequence[int] | None = None,
     feature_dtypes: tuple[torch.dtype, torch.dtype] = (torch.bfloat16, torch.float16),
+    continuous: bool = True,
 ) -> ContinuationResult:
-    """Append the target's reply to each context, ``batch_size`` at a time, in the given order.
+    """Append the target's reply to each context, up to ``batch_size`` rows at a time.
 
-    ``should_stop`` is checked before every batch; the replies done so far are returned.
+    Full-attention targets run with continuous batching (``generate_packed``: a row that ends
+    makes room for the next context at once); other targets, or ``continuous=False``, run in
+    fixed batches through ``generate``.
+    ``should_stop`` is checked before every step (every batch for fixed batches); replies in
+    flight then come back cut, and the replies done so far are returned in input order.
     With ``feature_layers`` (aux layer ids) each sample carries the target features
     recorded during generation (aux states and final hidden in ``feature_dtypes``).
     """
     stop_ids = stop_token_ids(model, tokenizer)
-    pad_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else stop_ids[0]
-    result = ContinuationResult(
-        conversations=[], samples=[], generated_tokens=0, stopped=False, cut_at_max_new_tokens=0
-    )
     was_training = model.training
     model.train(False)
+    recording = None if feature_layers is None else Recording(layers=feature_layers, dtypes=feature_dtypes)
     try:
-        for start in range(0, len(contexts), batch_size):
-            if should_stop():
-                result.stopped = True
-                break
-            batch = contexts[start : start + batch_size]
-            recorder = (
-                None
-                if feature_layers is None
-                else GenerationRecorder(
-                    model, feature_layers, aux_dtype=feature_dtypes[0], final_dtype=feature_dtypes[1]
-                )
-            )
-            replies = generate_replies(
+        if continuous and packing_supported(model):
+            finished = 0
+
+            def count(_index: int, _reply: Reply) -> None:
+                nonlocal finished
+                finished += 1
+                progress(finished)
+
+            replies, stopped = generate_packed(
                 model,
-                [c.prompt_ids for c in batch],
+                [c.prompt_ids for c in contexts],
                 stop_ids=stop_ids,
-                pad_id=pad_id,
                 max_new_tokens=max_new_tokens,
-                temperature=temperature,
-                top_p=top_p,
-                recorder=recorder,
+                batch_size=batch_size,
+                sampling=Sampling(temperature=temperature, top_p=top_p),
+                recording=recording,
+                should_stop=should_stop,
+                on_reply=count,
             )
-            for context, (tokens, stop_token, features) in zip(batch, replies, strict=True):
-                # Not stripped: leading whitespace the target emits is part of what the head predicts.
-                text = str(tokenizer.decode(tokens, skip_special_tokens=True))
-                reply = Message(role="assistant", content=text)
-                result.conversations.append(
-                    Conversation(messages=[*context.messages, reply], source=context.source)
-                )
-                # The stop token is learned too: drafting it ends a reply one verification earlier.
-                reply_ids = tokens if stop_token is None else [*tokens, stop_token]
-                result.samples.append(
-                    FeaturedSample(
-                        input_ids=[*context.prompt_ids, *reply_ids],
-                        loss_mask=[0] * len(context.prompt_ids) + [1] * len(reply_ids),
-                        source=context.source,
-                        features=features,
-                    )
-                )
-                result.generated_tokens += len(reply_ids)
-                result.cut_at_max_new_tokens += int(stop_token is None)
-            progress(len(result.conversations))
+        else:
+            replies, stopped = _continue_in_batches(
+                model,
+                tokenizer,
+                contexts,
+                stop_ids,
+                max_new_tokens,
+                batch_size,
+                Sampling(temperature=temperature, top_p=top_p),
+                recording,
+                should_stop,
+                progress,
+            )
     finally:
         model.train(was_training)
+    result = ContinuationResult(
+        conversations=[], samples=[], generated_tokens=0, stopped=stopped, cut_at_max_new_tokens=0
+    )
+    for context, reply in zip(contexts, replies, strict=True):
+        if reply is not None:
+            _append_reply(result, tokenizer, context, reply)
     return result
+
+
+def _continue_in_batches(  # noqa: PLR0917 - private; continue_conversations is the entry point
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    contexts: Sequence[Context],
+    stop_ids: list[int],
+    max_new_tokens: int,
+    batch_size: int,
+    sampling: Sampling,
+    recording: Recording | None,
+    should_stop: Callable[[], bool],
+    progress: Callable[[int], None],
+) -> tuple[list[Reply | None], bool]:
+    """Fixed left-padded batches through ``generate`` (models packed attention cannot run)."""
+    pad_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else stop_ids[0]
+    replies: list[Reply | None] = [None] * len(contexts)
+    for start in range(0, len(contexts), batch_size):
+        if should_stop():
+            return replies, True
+        batch = contexts[start : start + batch_size]
+        recorder = (
+            None
+            if recording is None
+            else GenerationRecorder(
+                model, recording.layers, aux_dtype=recording.dtypes[0], final_dtype=recording.dtypes[1]
+            )
+        )
+        generated = generate_replies(
+            model,
+            [c.prompt_ids for c in batch],
+            stop_ids=stop_ids,
+            pad_id=pad_id,
+            max_new_tokens=max_new_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            recorder=recorder,
+        )
+        for offset, (tokens, stop_token, features) in enumerate(generated):
+            replies[start + offset] = Reply(tokens=tokens, stop_token=stop_token, features=features)
+        progress(start + len(batch))
+    return replies, False
+
+
+def _append_reply(
+    result: ContinuationResult, tokenizer: PreTrainedTokenizerBase, context: Context, reply: Reply
+) -> None:
+    # Not stripped: leading whitespace the target emits is part of what the head predicts.
+    text = str(tokenizer.decode(reply.tokens, skip_special_tokens=True))
+    message = Message(role="assistant", content=text)
+    result.conversations.append(Conversation(messages=[*context.messages, message], source=context.source))
+    # The stop token is learned too: drafting it ends a reply one verification earlier.
+    reply_ids = reply.tokens if reply.stop_token is None else [*reply.tokens, reply.stop_token]
+    result.samples.append(
+        FeaturedSample(
+            input_ids=[*context.prompt_ids, *reply_ids],
+            loss_mask=[0] * len(context.prompt_ids) + [1] * len(reply_ids),
+            source=context.source,
+            features=reply.features,
+        )
+    )
+    result.generated_tokens += len(reply_ids)
+    result.cut_at_max_new_tokens += int(reply.stop_token is None)

@@ -82,6 +82,18 @@ class GenerationRecorder(ScopedHooks):
             )
         yield self._norm.register_forward_hook(self._norm_hook)
 
+    def take_latest(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The latest forward's aux states [B, T, k*H] and final hidden [B, T, H], forgetting
+        everything recorded so far (continuous batching reads each forward as it comes)."""
+        if not self._final:
+            raise RuntimeError("no forward has been recorded since the last take_latest()")
+        aux = torch.cat([self._aux[i][-1] for i in self.aux_layer_ids], dim=-1)
+        final = self._final[-1]
+        for states in self._aux.values():
+            states.clear()
+        self._final.clear()
+        return aux, final
+
     def row(self, row: int, start: int, length: int, argmax_ids: torch.Tensor) -> SampleFeatures:
         """Positions ``start .. start+length-1`` of batch row ``row`` (columns of the padded
         generation, whose last token was never fed back: its features are zeros, and no loss

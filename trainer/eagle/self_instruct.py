@@ -13,6 +13,7 @@ would teach the head a reply to a prompt no user sends.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import render_chat
 from trainer.eagle.continuation import generate_replies, stop_token_ids
+from trainer.eagle.packed_generation import Sampling, generate_packed, packing_supported
 
 SOURCE = "self-instruct"
 # Marks where the user's text would go, so the prefix is cut exactly there whatever the template.
@@ -33,6 +35,7 @@ LOOP_NGRAM, LOOP_REPEATS = 4, 3
 # Give up after this many prompts generated per prompt asked for (a model that mostly loops).
 MAX_ATTEMPTS_PER_PROMPT = 4
 FINISH_FRACTION = 0.9
+CHUNK_BATCHES = 4
 
 
 @dataclass
@@ -111,20 +114,20 @@ def synthesize_prompts(
             if should_stop():
                 result.stopped = True
                 break
-            rows = min(batch_size, 2 * (count - len(result.conversations)))
-            replies = generate_replies(
+            # About a fifth of written prompts are dropped (mostly truncated): ask for a little more
+            # than is missing, in chunks of a few batches so progress keeps coming.
+            rows = min(CHUNK_BATCHES * batch_size, math.ceil(1.25 * (count - len(result.conversations))))
+            replies = _write_prompts(
                 model,
-                [prefix] * rows,
-                stop_ids=stop_ids,
-                pad_id=stop_ids[0],
-                max_new_tokens=max_prompt_tokens,
-                temperature=temperature,
-                top_p=top_p,
-                # The last tenth of a batch are mostly runaway prompts that would be dropped as
-                # truncated anyway; waiting for them would cost most of the batch's time.
-                finish_fraction=FINISH_FRACTION,
+                prefix,
+                rows,
+                stop_ids,
+                max_prompt_tokens,
+                batch_size,
+                Sampling(temperature, top_p),
+                should_stop,
             )
-            for tokens, stop_token, _ in replies:
+            for tokens, stop_token in replies:
                 result.generated += 1
                 result.tokens += len(tokens) + (stop_token is not None)
                 text = str(tokenizer.decode(tokens, skip_special_tokens=True)).strip()
@@ -138,3 +141,42 @@ def synthesize_prompts(
     finally:
         model.train(was_training)
     return result
+
+
+def _write_prompts(  # noqa: PLR0917 - private helper of synthesize_prompts
+    model: PreTrainedModel,
+    prefix: list[int],
+    rows: int,
+    stop_ids: list[int],
+    max_prompt_tokens: int,
+    batch_size: int,
+    sampling: Sampling,
+    should_stop: Callable[[], bool],
+) -> list[tuple[list[int], int | None]]:
+    """``rows`` sampled continuations of ``prefix`` (fewer if stopped): (tokens, stop token or None)."""
+    if packing_supported(model):
+        # Continuous batching: a prompt that ends frees its row at once, so nobody waits for
+        # the batch's runaway rows (which are dropped as truncated anyway).
+        replies, _ = generate_packed(
+            model,
+            [prefix] * rows,
+            stop_ids=stop_ids,
+            max_new_tokens=max_prompt_tokens,
+            batch_size=batch_size,
+            sampling=sampling,
+            should_stop=should_stop,
+        )
+        return [(r.tokens, r.stop_token) for r in replies if r is not None]
+    generated = generate_replies(
+        model,
+        [prefix] * min(batch_size, rows),
+        stop_ids=stop_ids,
+        pad_id=stop_ids[0],
+        max_new_tokens=max_prompt_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        # The last tenth of a batch are mostly runaway prompts that would be dropped as
+        # truncated anyway; waiting for them would cost most of the batch's time.
+        finish_fraction=FINISH_FRACTION,
+    )
+    return [(tokens, stop_token) for tokens, stop_token, _ in generated]

@@ -78,13 +78,26 @@ class PackedTarget:
         return [SegmentOutput(logits=r, features=f) for r, f in zip(logits, features, strict=True)]
 
 
-def _check_full_attention(model: PreTrainedModel) -> None:
-    """Packed attention is causal over the whole sequence; refuse models it would get wrong."""
+def uses_full_attention(model: PreTrainedModel) -> bool:
+    """Whether every layer of ``model`` attends to the whole sequence (no sliding window)."""
+    return not _other_attention(model)
+
+
+def _other_attention(model: PreTrainedModel) -> str:
+    """The attention kinds besides full attention that ``model`` has, as words ('' if none)."""
     text = model.config.get_text_config()
     layer_types = getattr(text, "layer_types", None) or []
     other = sorted({kind for kind in layer_types if kind != "full_attention"})
-    if other or getattr(text, "use_sliding_window", False):
+    if other:
+        return ", ".join(other)
+    return "sliding-window" if getattr(text, "use_sliding_window", False) else ""
+
+
+def _check_full_attention(model: PreTrainedModel) -> None:
+    """Packed attention is causal over the whole sequence; refuse models it would get wrong."""
+    other = _other_attention(model)
+    if other:
         raise ValueError(
             f"the serving engine supports full-attention models only; {type(model).__name__} has "
-            f"{', '.join(other) or 'sliding-window'} layers"
+            f"{other} layers"
         )

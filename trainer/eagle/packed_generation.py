@@ -1,0 +1,212 @@
+"""Continuous-batching generation for distillation: a row that ends hands its place to the next prompt.
+
+``model.generate`` runs a batch until its longest row ends, so every row that finished early
+keeps costing a full row of compute at every later step, and left padding costs the same in
+the prefill. Distillation replies vary from a few tokens to the length cap, so on a CPU budget
+that waste was a third or more of the target's time.
+
+Here each step runs the target once over the packed new tokens of up to ``batch_size`` rows
+(``trainer.serving.packed_attention``: each row attends to its own keys and values): a
+joining row's whole prompt, every other row's last token. A row leaves as soon as it emits a
+stop token or reaches ``max_new_tokens``, and the next prompt joins at the following step. No
+padding is ever computed.
+
+The target's features are recorded on the way (the aux-layer inputs and the final norm's
+output of every position fed), so the head trains on them without a second target pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from transformers import PreTrainedModel
+
+from trainer.eagle.generation_features import GenerationRecorder, SampleFeatures
+from trainer.serving.packed_attention import SequenceKV
+from trainer.serving.packed_target import PackedTarget, Segment, uses_full_attention
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One prompt's reply: tokens without the stop token, the stop token (None when cut at the
+    length cap or by a stop request), and the recorded features of prompt + reply."""
+
+    tokens: list[int]
+    stop_token: int | None
+    features: SampleFeatures | None
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    temperature: float  # 0: greedy
+    top_p: float
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """Which target features to record, and in which dtypes (aux states, final hidden)."""
+
+    layers: Sequence[int]
+    dtypes: tuple[torch.dtype, torch.dtype]
+
+
+@dataclass(slots=True)
+class _Row:
+    index: int
+    prompt: list[int]
+    cache: SequenceKV
+    feed: list[int]  # the tokens the next forward runs: the prompt, then the last generated token
+    tokens: list[int] = field(default_factory=list)
+    argmax: list[int] = field(default_factory=list)  # the target's greedy choice at each generation step
+    aux: list[torch.Tensor] = field(default_factory=list)
+    final: list[torch.Tensor] = field(default_factory=list)
+
+
+def packing_supported(model: PreTrainedModel) -> bool:
+    """Whether ``generate_packed`` can run ``model`` (packed attention is full causal attention)."""
+    return uses_full_attention(model)
+
+
+@torch.inference_mode()
+def generate_packed(
+    model: PreTrainedModel,
+    prompts: Sequence[list[int]],
+    *,
+    stop_ids: Sequence[int],
+    max_new_tokens: int,
+    batch_size: int,
+    sampling: Sampling,
+    recording: Recording | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_reply: Callable[[int, Reply], None] = lambda index, reply: None,
+) -> tuple[list[Reply | None], bool]:
+    """Each prompt's reply, in input order, and whether ``should_stop`` ended the run.
+
+    ``should_stop`` is checked before every step; when it turns true, rows in flight come back
+    cut (their tokens so far, stop token None) and prompts never started come back None.
+    ``on_reply(index, reply)`` is called as each row ends (rows end out of order).
+    """
+    if batch_size < 1 or max_new_tokens < 1:
+        raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
+    stops = frozenset(int(i) for i in stop_ids)
+    replies: list[Reply | None] = [None] * len(prompts)
+    previous_attention = model.config._attn_implementation
+    target = PackedTarget(model, None)
+    recorder = (
+        GenerationRecorder(
+            model, recording.layers, aux_dtype=recording.dtypes[0], final_dtype=recording.dtypes[1]
+        )
+        if recording is not None
+        else None
+    )
+    waiting = iter(range(len(prompts)))
+    active: list[_Row] = []
+    stopped = False
+    try:
+        if recorder is not None:
+            recorder.__enter__()
+        while True:
+            if should_stop():
+                stopped = True
+                break
+            active.extend(_admit(waiting, prompts, target, batch_size - len(active)))
+            if not active:
+                break
+            tokens = _step(target, active, sampling, recorder)
+            still: list[_Row] = []
+            for row, token in zip(active, tokens, strict=True):
+                row.tokens.append(token)
+                if token in stops or len(row.tokens) == max_new_tokens:
+                    _finish(row, replies, on_reply, ended=token in stops)
+                else:
+                    row.feed = [token]
+                    still.append(row)
+            active = still
+        for row in active:
+            if row.tokens:
+                _finish(row, replies, on_reply, ended=False)
+    finally:
+        if recorder is not None:
+            recorder.__exit__(None, None, None)
+        target.close()
+        # Packed attention falls back to SDPA outside a packed step, but later code (generate,
+        # the training pass) should see the model exactly as it was handed in.
+        model.set_attn_implementation(previous_attention)
+    return replies, stopped
+
+
+def _admit(
+    waiting: Iterator[int], prompts: Sequence[list[int]], target: PackedTarget, room: int
+) -> list[_Row]:
+    """Up to ``room`` rows for the next waiting prompts, each with an empty cache."""
+    rows: list[_Row] = []
+    for _ in range(max(room, 0)):
+        index = next(waiting, None)
+        if index is None:
+            break
+        prompt = list(prompts[index])
+        if not prompt:
+            raise ValueError(f"prompt {index} is empty")
+        rows.append(_Row(index=index, prompt=prompt, cache=target.new_cache(), feed=prompt))
+    return rows
+
+
+def _step(
+    target: PackedTarget, active: list[_Row], sampling: Sampling, recorder: GenerationRecorder | None
+) -> list[int]:
+    """One target forward over every row's feed; the next token of each row."""
+    outputs = target.forward([Segment(cache=row.cache, token_ids=row.feed, keep=1) for row in active])
+    logits = torch.cat([output.logits for output in outputs]).float()
+    greedy = logits.argmax(-1)
+    chosen = greedy if sampling.temperature == 0 else sample_tokens(logits, sampling)
+    if recorder is not None:
+        aux, final = recorder.take_latest()
+        lengths = [len(row.feed) for row in active]
+        pieces = zip(active, torch.split(aux[0], lengths), torch.split(final[0], lengths), strict=True)
+        for row, row_aux, row_final in pieces:
+            row.aux.append(row_aux)
+            row.final.append(row_final)
+    for row, choice in zip(active, greedy.tolist(), strict=True):
+        row.argmax.append(int(choice))
+    return [int(token) for token in chosen.tolist()]
+
+
+def sample_tokens(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """One token per row from ``logits`` [R, V] at the temperature, kept to the top-p nucleus
+    (the smallest set of most likely tokens whose mass reaches top_p; never empty)."""
+    scaled = logits / sampling.temperature
+    if sampling.top_p < 1:
+        ordered, order = scaled.sort(dim=-1, descending=True)
+        probs = ordered.softmax(-1)
+        # Drop a token once the mass before it already reaches top_p: the first always stays.
+        outside = probs.cumsum(-1) - probs >= sampling.top_p
+        ordered = ordered.masked_fill(outside, float("-inf"))
+        scaled = torch.full_like(scaled, float("-inf")).scatter(-1, order, ordered)
+    return torch.multinomial(scaled.softmax(-1), num_samples=1).squeeze(-1)
+
+
+def _finish(
+    row: _Row, replies: list[Reply | None], on_reply: Callable[[int, Reply], None], *, ended: bool
+) -> None:
+    tokens, stop_token = (row.tokens[:-1], row.tokens[-1]) if ended else (row.tokens, None)
+    reply = Reply(tokens=tokens, stop_token=stop_token, features=_features(row) if row.aux else None)
+    replies[row.index] = reply
+    on_reply(row.index, reply)
+
+
+def _features(row: _Row) -> SampleFeatures:
+    """Features of prompt + every generated token; the last generated token was never fed back,
+    so its features are zeros (no loss reads them: nothing follows it)."""
+    prompt, length = len(row.prompt), len(row.prompt) + len(row.tokens)
+    aux, final = torch.cat(row.aux), torch.cat(row.final)
+    aux_out = aux.new_zeros((length, aux.shape[-1]))
+    final_out = final.new_zeros((length, final.shape[-1]))
+    aux_out[: aux.shape[0]] = aux
+    final_out[: final.shape[0]] = final
+    argmax_ids = torch.zeros(length, dtype=torch.long)
+    # The target's greedy choice after each position from the prompt's last on: what the loss
+    # compares the draft with (the reply token itself when greedy).
+    argmax_ids[prompt - 1 : length - 1] = torch.tensor(row.argmax, dtype=torch.long)
+    return SampleFeatures(aux_hidden_states=aux_out, final_hidden=final_out, argmax_ids=argmax_ids)
