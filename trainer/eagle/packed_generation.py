@@ -111,7 +111,7 @@ def generate_packed(
             if should_stop():
                 stopped = True
                 break
-            active.extend(_admit(waiting, prompts, target, batch_size - len(active)))
+            active.extend(_admit(waiting, prompts, target, batch_size - len(active), max_new_tokens))
             if not active:
                 break
             tokens = _step(target, active, sampling, recorder)
@@ -138,9 +138,10 @@ def generate_packed(
 
 
 def _admit(
-    waiting: Iterator[int], prompts: Sequence[list[int]], target: PackedTarget, room: int
+    waiting: Iterator[int], prompts: Sequence[list[int]], target: PackedTarget, room: int, max_new_tokens: int
 ) -> list[_Row]:
-    """Up to ``room`` rows for the next waiting prompts, each with an empty cache."""
+    """Up to ``room`` rows for the next waiting prompts, each with an empty cache sized for its
+    prompt and the longest reply (filled in place: no copy of the cache at every step)."""
     rows: list[_Row] = []
     for _ in range(max(room, 0)):
         index = next(waiting, None)
@@ -149,7 +150,11 @@ def _admit(
         prompt = list(prompts[index])
         if not prompt:
             raise ValueError(f"prompt {index} is empty")
-        rows.append(_Row(index=index, prompt=prompt, cache=target.new_cache(), feed=prompt))
+        rows.append(
+            _Row(
+                index=index, prompt=prompt, cache=target.new_cache(len(prompt) + max_new_tokens), feed=prompt
+            )
+        )
     return rows
 
 

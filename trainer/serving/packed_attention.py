@@ -33,32 +33,50 @@ PACKED_ATTENTION = "eaglenest_packed"
 
 
 class SequenceKV:
-    """One sequence's target keys/values, per decoder layer [1, kv_heads, L, D]."""
+    """One sequence's target keys/values, per decoder layer [1, kv_heads, L, D].
 
-    def __init__(self, num_layers: int) -> None:
+    With ``capacity`` (the most positions the sequence will hold, when known up front) each
+    layer's buffer is allocated once and filled in place; without it each append
+    concatenates, which copies the whole cache at every step.
+    """
+
+    def __init__(self, num_layers: int, capacity: int | None = None) -> None:
         self._keys: list[torch.Tensor | None] = [None] * num_layers
         self._values: list[torch.Tensor | None] = [None] * num_layers
+        self._lengths = [0] * num_layers
+        self._capacity = capacity
 
     @property
     def length(self) -> int:
         """Positions held (every layer holds the same after a forward)."""
-        keys = self._keys[0]
-        return 0 if keys is None else int(keys.shape[2])
+        return self._lengths[0]
 
     def layer_length(self, layer: int) -> int:
-        keys = self._keys[layer]
-        return 0 if keys is None else int(keys.shape[2])
+        return self._lengths[layer]
 
     def append(
         self, layer: int, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         old_keys, old_values = self._keys[layer], self._values[layer]
+        start, stop = self._lengths[layer], self._lengths[layer] + keys.shape[2]
+        if self._capacity is not None:
+            if stop > self._capacity:
+                raise ValueError(f"a cache of capacity {self._capacity} cannot hold {stop} positions")
+            if old_keys is None or old_values is None:
+                shape = (*keys.shape[:2], self._capacity, keys.shape[3])
+                old_keys, old_values = keys.new_empty(shape), values.new_empty(shape)
+                self._keys[layer], self._values[layer] = old_keys, old_values
+            old_keys[:, :, start:stop] = keys
+            old_values[:, :, start:stop] = values
+            self._lengths[layer] = stop
+            return old_keys[:, :, :stop], old_values[:, :, :stop]
         if old_keys is None or old_values is None:
             # A copy, not a view: a view would keep the whole packed step's tensor alive.
             new_keys, new_values = keys.clone(), values.clone()
         else:
             new_keys, new_values = torch.cat([old_keys, keys], dim=2), torch.cat([old_values, values], dim=2)
         self._keys[layer], self._values[layer] = new_keys, new_values
+        self._lengths[layer] = stop
         return new_keys, new_values
 
     def crop(self, length: int) -> None:
@@ -66,7 +84,8 @@ class SequenceKV:
         if length < 0:
             raise ValueError(f"cannot crop a cache to a negative length ({length})")
         for layer, (keys, values) in enumerate(zip(self._keys, self._values, strict=True)):
-            if keys is not None and values is not None:
+            self._lengths[layer] = min(self._lengths[layer], length)
+            if self._capacity is None and keys is not None and values is not None:
                 self._keys[layer] = keys[:, :, :length]
                 self._values[layer] = values[:, :, :length]
 

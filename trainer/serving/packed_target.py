@@ -42,8 +42,9 @@ class PackedTarget:
         if aux_layer_ids is not None:
             self._capture = self._stack.enter_context(TargetFeatureCapture(model, aux_layer_ids))
 
-    def new_cache(self) -> SequenceKV:
-        return SequenceKV(self.num_layers)
+    def new_cache(self, capacity: int | None = None) -> SequenceKV:
+        """An empty cache; ``capacity`` preallocates room for that many positions."""
+        return SequenceKV(self.num_layers, capacity)
 
     def close(self) -> None:
         self._stack.close()
