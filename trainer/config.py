@@ -101,6 +101,12 @@ class TrainConfig(BaseModel):
         description="With regenerate_turns=all: keep at most this many assistant turns per conversation "
         "(more conversations per minute instead of long chats).",
     )
+    context_loss: bool = Field(
+        default=False,
+        description="With regenerate_turns=last: the head also learns the target's next token at every "
+        "context position (past the template's fixed opening), not only in the reply. Distillation "
+        "computes the target's features there anyway, so this adds training positions at no target cost.",
+    )
     self_instruct_conversations: int = Field(
         default=0,
         ge=0,

@@ -274,3 +274,16 @@ def _mask_from_spans(offsets: list[tuple[int, int]], spans: list[Span]) -> list[
         if start < span_end and end > span_start:
             mask[token_index] = 1
     return mask
+
+
+# Marks where the user's text would go, so the template's text is cut exactly there.
+_USER_TEXT_MARKER = "\x00eaglenest-user-turn\x00"
+
+
+def user_turn_prefix(tokenizer: PreTrainedTokenizerBase) -> str:
+    """The chat template's text up to where a first user message starts (system prompt included
+    when the template adds one by default): how every rendered conversation opens."""
+    text = render_chat(
+        tokenizer, [{"role": "user", "content": _USER_TEXT_MARKER}], add_generation_prompt=False
+    )
+    return text[: text.index(_USER_TEXT_MARKER)]

@@ -33,7 +33,8 @@ from transformers import (
 )
 
 from trainer.data.schema import Conversation, Message
-from trainer.data.tokenize import ChatTemplateError, render_chat
+from trainer.data.tokenize import ChatTemplateError, render_chat, user_turn_prefix
+from trainer.eagle.capture import output_head
 from trainer.eagle.generation_features import FeaturedSample, GenerationRecorder, SampleFeatures
 from trainer.eagle.packed_generation import Recording, Reply, Sampling, generate_packed, packing_supported
 
@@ -214,6 +215,7 @@ def continue_conversations(
     feature_layers: Sequence[int] | None = None,
     feature_dtypes: tuple[torch.dtype, torch.dtype] = (torch.bfloat16, torch.float16),
     continuous: bool = True,
+    context_loss: bool = False,
 ) -> ContinuationResult:
     """Append the target's reply to each context, up to ``batch_size`` rows at a time.
 
@@ -224,7 +226,13 @@ def continue_conversations(
     flight then come back cut, and the replies done so far are returned in input order.
     With ``feature_layers`` (aux layer ids) each sample carries the target features
     recorded during generation (aux states and final hidden in ``feature_dtypes``).
+    With ``context_loss`` (needs ``feature_layers``) the loss also covers the context past the
+    chat template's fixed opening, labelled with the target's greedy token at each position.
     """
+    if context_loss and feature_layers is None:
+        raise ValueError(
+            "context_loss needs feature_layers: context positions are labelled from recorded features"
+        )
     stop_ids = stop_token_ids(model, tokenizer)
     was_training = model.training
     model.train(False)
@@ -267,10 +275,37 @@ def continue_conversations(
     result = ContinuationResult(
         conversations=[], samples=[], generated_tokens=0, stopped=stopped, cut_at_max_new_tokens=0
     )
+    opening = fixed_opening(tokenizer) if context_loss else []
     for context, reply in zip(contexts, replies, strict=True):
         if reply is not None:
-            _append_reply(result, tokenizer, context, reply)
+            learned_from = _label_context(model, context, reply, opening) if context_loss else None
+            _append_reply(result, tokenizer, context, reply, learned_from)
     return result
+
+
+def fixed_opening(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """The tokens every rendered conversation starts with: the template's text up to the first
+    user message (a default system prompt included). Learning them teaches the head nothing."""
+    return list(tokenizer(user_turn_prefix(tokenizer), add_special_tokens=False, verbose=False)["input_ids"])
+
+
+@torch.inference_mode()
+def _label_context(model: PreTrainedModel, context: Context, reply: Reply, opening: list[int]) -> int:
+    """Fill the target's greedy next token at the context positions (from the recorded final
+    hidden states) and return the first context position whose token the head learns."""
+    if reply.features is None:
+        raise ValueError("context_loss needs the features recorded during generation")
+    prompt = context.prompt_ids
+    shared = next(
+        (i for i, (a, b) in enumerate(zip(prompt, opening, strict=False)) if a != b),
+        min(len(prompt), len(opening)),
+    )
+    head = output_head(model)
+    # Positions 0 .. len(prompt)-2 predict the context's own next token; the last context
+    # position already holds the first generation step's argmax.
+    hidden = reply.features.final_hidden[: len(prompt) - 1].to(head.weight.dtype)
+    reply.features.argmax_ids[: len(prompt) - 1] = head(hidden).argmax(-1)
+    return max(shared, 1)
 
 
 def _continue_in_batches(  # noqa: PLR0917 - private; continue_conversations is the entry point
@@ -315,8 +350,19 @@ def _continue_in_batches(  # noqa: PLR0917 - private; continue_conversations is 
     return replies, False
 
 
+def _context_mask(length: int, learned_from: int | None) -> list[int]:
+    """Loss bits of the context: none, or every position from ``learned_from`` on."""
+    if learned_from is None:
+        return [0] * length
+    return [0] * learned_from + [1] * (length - learned_from)
+
+
 def _append_reply(
-    result: ContinuationResult, tokenizer: PreTrainedTokenizerBase, context: Context, reply: Reply
+    result: ContinuationResult,
+    tokenizer: PreTrainedTokenizerBase,
+    context: Context,
+    reply: Reply,
+    context_learned_from: int | None,
 ) -> None:
     # Not stripped: leading whitespace the target emits is part of what the head predicts.
     text = str(tokenizer.decode(reply.tokens, skip_special_tokens=True))
@@ -327,7 +373,7 @@ def _append_reply(
     result.samples.append(
         FeaturedSample(
             input_ids=[*context.prompt_ids, *reply_ids],
-            loss_mask=[0] * len(context.prompt_ids) + [1] * len(reply_ids),
+            loss_mask=_context_mask(len(context.prompt_ids), context_learned_from) + [1] * len(reply_ids),
             source=context.source,
             features=reply.features,
         )

@@ -249,6 +249,7 @@ def _continue_last_turns(  # noqa: PLR0917 - private helper of _regenerate
             progress=lambda done: progress(done, len(ordered)),
             feature_layers=feature_layers,
             feature_dtypes=(FEATURE_DTYPES[config.feature_dtype], final_dtype_for(config.feature_dtype)),
+            context_loss=config.context_loss,
         )
 
 

@@ -22,13 +22,11 @@ from dataclasses import dataclass, field
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.data.schema import Conversation, Message
-from trainer.data.tokenize import render_chat
+from trainer.data.tokenize import user_turn_prefix
 from trainer.eagle.continuation import generate_replies, stop_token_ids
 from trainer.eagle.packed_generation import Sampling, generate_packed, packing_supported
 
 SOURCE = "self-instruct"
-# Marks where the user's text would go, so the prefix is cut exactly there whatever the template.
-_MARKER = "\x00eaglenest-user-turn\x00"
 MIN_WORDS = 3
 # A word 4-gram seen this often in one prompt means the sampler is looping.
 LOOP_NGRAM, LOOP_REPEATS = 4, 3
@@ -58,13 +56,6 @@ class SelfInstructResult:
             "top_p": top_p,
             "max_prompt_tokens": max_prompt_tokens,
         }
-
-
-def user_turn_prefix(tokenizer: PreTrainedTokenizerBase) -> str:
-    """The chat template's text up to where a first user message starts (system prompt included
-    when the template adds one by default)."""
-    text = render_chat(tokenizer, [{"role": "user", "content": _MARKER}], add_generation_prompt=False)
-    return text[: text.index(_MARKER)]
 
 
 def drop_reason(text: str, *, cut: bool, seen: set[str]) -> str | None:

@@ -9,6 +9,7 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from trainer.data.schema import Conversation, Message
+from trainer.data.tokenize import user_turn_prefix
 from trainer.eagle.continuation import _EnoughRowsFinished, context_of, continue_conversations
 from trainer.eagle.features import TargetTeacher
 from trainer.eagle.generation_features import collate_features
@@ -186,3 +187,46 @@ def test_a_batch_ends_once_enough_rows_have_ended_their_reply() -> None:
     assert criteria(step, None).all()  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="finish_fraction"):
         _EnoughRowsFinished([stop], rows=4, fraction=0.0)
+
+
+def test_context_loss_labels_the_context_past_the_templates_opening(
+    tokenizer: PreTrainedTokenizerFast,
+) -> None:
+    target = build_tiny_target("LlamaForCausalLM", vocab_size=len(tokenizer))
+    conversation = chat(("system", "be brief"), ("user", "a question"), ("assistant", "x"), ("user", "more"))
+    context = context_of(conversation, tokenizer, max_prompt_tokens=200)
+    assert context is not None
+    aux = [1, 2, 3]
+    result = continue_conversations(
+        target,
+        tokenizer,
+        [context],
+        max_new_tokens=4,
+        batch_size=1,
+        feature_layers=aux,
+        feature_dtypes=(torch.float32, torch.float32),
+        context_loss=True,
+    )
+    sample = result.samples[0]
+    prompt = len(context.prompt_ids)
+    # The template's fixed opening carries no loss; the rest does. This conversation has its own
+    # system prompt, so only the opening's first tokens ("<|im_start|>system\n") are shared.
+    opening = tokenizer(user_turn_prefix(tokenizer), add_special_tokens=False)["input_ids"]
+    shared = next(i for i, (a, b) in enumerate(zip(context.prompt_ids, opening, strict=False)) if a != b)
+    assert 0 < shared < prompt
+    assert sample.loss_mask == [0] * shared + [1] * (len(sample.input_ids) - shared)
+    # Every context position is labelled with the target's own greedy next token.
+    ids = torch.tensor([sample.input_ids])
+    teacher = TargetTeacher(
+        target, aux, draft_target_ids=torch.arange(len(tokenizer)), feature_dtype=torch.float32
+    )
+    expected = teacher.features(ids, torch.ones_like(ids)).argmax_ids[0]
+    assert sample.features is not None
+    assert torch.equal(sample.features.argmax_ids[: len(sample.input_ids) - 1], expected[:-1])
+    # Without it, the context is not learned.
+    plain = continue_conversations(target, tokenizer, [context], max_new_tokens=4, batch_size=1)
+    assert plain.samples[0].loss_mask[:prompt] == [0] * prompt
+    with pytest.raises(ValueError, match="context_loss needs feature_layers"):
+        continue_conversations(
+            target, tokenizer, [context], max_new_tokens=4, batch_size=1, context_loss=True
+        )

@@ -9,9 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trainer.config import TrainConfig
-from trainer.data.tokenize import render_chat
+from trainer.data.tokenize import render_chat, user_turn_prefix
 from trainer.eagle.data import prepare_data
-from trainer.eagle.self_instruct import SOURCE, drop_reason, synthesize_prompts, user_turn_prefix
+from trainer.eagle.self_instruct import SOURCE, drop_reason, synthesize_prompts
 from trainer.models.tiny import build_tiny_tokenizer
 
 
