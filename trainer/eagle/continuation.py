@@ -256,6 +256,8 @@ def continue_conversations(
                 recording=recording,
                 should_stop=should_stop,
                 on_reply=count,
+                # Its last token may merge differently with the user's text; the rest is shared.
+                shared_prefix=fixed_opening(tokenizer)[:-1],
             )
         else:
             replies, stopped = _continue_in_batches(

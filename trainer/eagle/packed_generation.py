@@ -81,12 +81,16 @@ def generate_packed(
     recording: Recording | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     on_reply: Callable[[int, Reply], None] = lambda index, reply: None,
+    shared_prefix: Sequence[int] = (),
 ) -> tuple[list[Reply | None], bool]:
     """Each prompt's reply, in input order, and whether ``should_stop`` ended the run.
 
     ``should_stop`` is checked before every step; when it turns true, rows in flight come back
     cut (their tokens so far, stop token None) and prompts never started come back None.
     ``on_reply(index, reply)`` is called as each row ends (rows end out of order).
+    ``shared_prefix`` (e.g. the chat template's opening with its default system prompt) is run
+    once: a prompt that starts with it copies its keys, values and features instead of
+    computing them again.
     """
     if batch_size < 1 or max_new_tokens < 1:
         raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
@@ -107,11 +111,12 @@ def generate_packed(
     try:
         if recorder is not None:
             recorder.__enter__()
+        prefix = _run_prefix(target, list(shared_prefix), recorder)
         while True:
             if should_stop():
                 stopped = True
                 break
-            active.extend(_admit(waiting, prompts, target, batch_size - len(active), max_new_tokens))
+            active.extend(_admit(waiting, prompts, target, batch_size - len(active), max_new_tokens, prefix))
             if not active:
                 break
             tokens = _step(target, active, sampling, recorder)
@@ -137,11 +142,42 @@ def generate_packed(
     return replies, stopped
 
 
-def _admit(
-    waiting: Iterator[int], prompts: Sequence[list[int]], target: PackedTarget, room: int, max_new_tokens: int
+@dataclass(frozen=True, slots=True)
+class _Prefix:
+    """The shared prefix, run once: its ids, keys/values and recorded features."""
+
+    ids: list[int]
+    cache: SequenceKV
+    aux: torch.Tensor | None
+    final: torch.Tensor | None
+
+    def starts(self, prompt: list[int]) -> bool:
+        # At least one token of the prompt must be left to run: its logits choose the first token.
+        return bool(self.ids) and len(prompt) > len(self.ids) and prompt[: len(self.ids)] == self.ids
+
+
+def _run_prefix(target: PackedTarget, ids: list[int], recorder: GenerationRecorder | None) -> _Prefix:
+    cache = target.new_cache(len(ids))
+    if not ids:
+        return _Prefix(ids=ids, cache=cache, aux=None, final=None)
+    target.forward([Segment(cache=cache, token_ids=ids, keep=1)])
+    if recorder is None:
+        return _Prefix(ids=ids, cache=cache, aux=None, final=None)
+    aux, final = recorder.take_latest()
+    return _Prefix(ids=ids, cache=cache, aux=aux[0], final=final[0])
+
+
+def _admit(  # noqa: PLR0917 - private helper of generate_packed
+    waiting: Iterator[int],
+    prompts: Sequence[list[int]],
+    target: PackedTarget,
+    room: int,
+    max_new_tokens: int,
+    prefix: _Prefix,
 ) -> list[_Row]:
-    """Up to ``room`` rows for the next waiting prompts, each with an empty cache sized for its
-    prompt and the longest reply (filled in place: no copy of the cache at every step)."""
+    """Up to ``room`` rows for the next waiting prompts, each with a cache sized for its prompt
+    and the longest reply (filled in place: no copy of the cache at every step), starting
+    from the shared prefix's keys and values when the prompt begins with it."""
     rows: list[_Row] = []
     for _ in range(max(room, 0)):
         index = next(waiting, None)
@@ -150,11 +186,15 @@ def _admit(
         prompt = list(prompts[index])
         if not prompt:
             raise ValueError(f"prompt {index} is empty")
-        rows.append(
-            _Row(
-                index=index, prompt=prompt, cache=target.new_cache(len(prompt) + max_new_tokens), feed=prompt
-            )
-        )
+        cache = target.new_cache(len(prompt) + max_new_tokens)
+        row = _Row(index=index, prompt=prompt, cache=cache, feed=prompt)
+        if prefix.starts(prompt):
+            cache.extend_from(prefix.cache)
+            row.feed = prompt[len(prefix.ids) :]
+            if prefix.aux is not None and prefix.final is not None:
+                row.aux.append(prefix.aux)
+                row.final.append(prefix.final)
+        rows.append(row)
     return rows
 
 

@@ -156,6 +156,9 @@ def _write_prompts(  # noqa: PLR0917 - private helper of synthesize_prompts
             batch_size=batch_size,
             sampling=sampling,
             should_stop=should_stop,
+            # Every row starts from the same prefix: run it once (the last token picks each
+            # row's first sample, so it stays in the row).
+            shared_prefix=prefix[:-1],
         )
         return [(r.tokens, r.stop_token) for r in replies if r is not None]
     generated = generate_replies(

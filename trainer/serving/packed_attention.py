@@ -79,6 +79,14 @@ class SequenceKV:
         self._lengths[layer] = stop
         return new_keys, new_values
 
+    def extend_from(self, other: SequenceKV) -> None:
+        """Append every position ``other`` holds (a shared prefix computed once)."""
+        for layer in range(len(self._keys)):
+            keys, values = other._keys[layer], other._values[layer]
+            if keys is not None and values is not None:
+                length = other._lengths[layer]
+                self.append(layer, keys[:, :, :length], values[:, :, :length])
+
     def crop(self, length: int) -> None:
         """Forget positions from ``length`` on (rejected drafts)."""
         if length < 0:

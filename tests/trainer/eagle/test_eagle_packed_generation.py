@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from transformers import PreTrainedModel
@@ -150,3 +152,43 @@ def test_sampling_keeps_to_the_top_p_nucleus() -> None:
     free = sample_tokens(logits, Sampling(temperature=1.0, top_p=1.0))
     assert set(free.tolist()) == {0, 1, 2, 3}
     assert 0.5 < float(free.eq(0).float().mean()) < 0.7
+
+
+def test_a_shared_prefix_runs_once_and_changes_no_reply_or_feature(target: PreTrainedModel) -> None:
+    prefix = [7, 11, 13]
+    prompts = [[*prefix, 20, 21], [*prefix, 30], [40, 41, 42], prefix]  # the last two cannot share it
+    recording = Recording(layers=[0, 1, 2], dtypes=(torch.float32, torch.float32))
+    options: dict[str, Any] = {
+        "stop_ids": [VOCAB + 1],
+        "max_new_tokens": 4,
+        "batch_size": 4,
+        "sampling": GREEDY,
+    }
+    alone, _ = generate_packed(target, prompts, recording=recording, **options)
+    calls, handle = count_forwards(target)
+    tokens_run: list[int] = []
+    hook = target.model.embed_tokens.register_forward_hook(
+        lambda _m, args, _o: tokens_run.append(int(args[0].shape[-1]))
+    )
+    try:
+        shared, _ = generate_packed(target, prompts, recording=recording, shared_prefix=prefix, **options)
+    finally:
+        handle.remove()
+        hook.remove()
+    # The prefix alone, then one step whose prefill skips it in the two prompts that start with it.
+    assert tokens_run[:2] == [3, 2 + 1 + 3 + 3]
+    assert len(calls) == 1 + 4
+    for expected, reply in zip(alone, shared, strict=True):
+        assert reply is not None
+        assert expected is not None
+        assert reply.tokens == expected.tokens
+        assert reply.features is not None
+        assert expected.features is not None
+        # The prefix's rows run in another matmul shape: equal up to the last bits.
+        torch.testing.assert_close(
+            reply.features.aux_hidden_states, expected.features.aux_hidden_states, atol=1e-4, rtol=1e-4
+        )
+        torch.testing.assert_close(
+            reply.features.final_hidden, expected.features.final_hidden, atol=1e-4, rtol=1e-4
+        )
+        assert torch.equal(reply.features.argmax_ids, expected.features.argmax_ids)
