@@ -226,13 +226,9 @@ def continue_conversations(
     flight then come back cut, and the replies done so far are returned in input order.
     With ``feature_layers`` (aux layer ids) each sample carries the target features
     recorded during generation (aux states and final hidden in ``feature_dtypes``).
-    With ``context_loss`` (needs ``feature_layers``) the loss also covers the context past the
-    chat template's fixed opening, labelled with the target's greedy token at each position.
+    With ``context_loss`` the loss also covers the context past the chat template's fixed
+    opening, labelled with the target's greedy token at each position.
     """
-    if context_loss and feature_layers is None:
-        raise ValueError(
-            "context_loss needs feature_layers: context positions are labelled from recorded features"
-        )
     stop_ids = stop_token_ids(model, tokenizer)
     was_training = model.training
     model.train(False)
@@ -280,7 +276,9 @@ def continue_conversations(
     opening = fixed_opening(tokenizer) if context_loss else []
     for context, reply in zip(contexts, replies, strict=True):
         if reply is not None:
-            learned_from = _label_context(model, context, reply, opening) if context_loss else None
+            learned_from = _context_learned_from(context, opening) if context_loss else None
+            if learned_from is not None and reply.features is not None:
+                _label_context(model, context, reply.features)
             _append_reply(result, tokenizer, context, reply, learned_from)
     return result
 
@@ -291,23 +289,25 @@ def fixed_opening(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     return list(tokenizer(user_turn_prefix(tokenizer), add_special_tokens=False, verbose=False)["input_ids"])
 
 
-@torch.inference_mode()
-def _label_context(model: PreTrainedModel, context: Context, reply: Reply, opening: list[int]) -> int:
-    """Fill the target's greedy next token at the context positions (from the recorded final
-    hidden states) and return the first context position whose token the head learns."""
-    if reply.features is None:
-        raise ValueError("context_loss needs the features recorded during generation")
+def _context_learned_from(context: Context, opening: list[int]) -> int:
+    """The first context position whose token the head learns: past the template's opening."""
     prompt = context.prompt_ids
     shared = next(
         (i for i, (a, b) in enumerate(zip(prompt, opening, strict=False)) if a != b),
         min(len(prompt), len(opening)),
     )
+    return max(shared, 1)
+
+
+@torch.inference_mode()
+def _label_context(model: PreTrainedModel, context: Context, features: SampleFeatures) -> None:
+    """Fill the target's greedy next token at the context positions of recorded features, from
+    their final hidden states (the training pass computes it itself for unrecorded samples)."""
     head = output_head(model)
     # Positions 0 .. len(prompt)-2 predict the context's own next token; the last context
     # position already holds the first generation step's argmax.
-    hidden = reply.features.final_hidden[: len(prompt) - 1].to(head.weight.dtype)
-    reply.features.argmax_ids[: len(prompt) - 1] = head(hidden).argmax(-1)
-    return max(shared, 1)
+    last = len(context.prompt_ids) - 1
+    features.argmax_ids[:last] = head(features.final_hidden[:last].to(head.weight.dtype)).argmax(-1)
 
 
 def _continue_in_batches(  # noqa: PLR0917 - private; continue_conversations is the entry point

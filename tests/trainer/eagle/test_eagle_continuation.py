@@ -226,7 +226,9 @@ def test_context_loss_labels_the_context_past_the_templates_opening(
     # Without it, the context is not learned.
     plain = continue_conversations(target, tokenizer, [context], max_new_tokens=4, batch_size=1)
     assert plain.samples[0].loss_mask[:prompt] == [0] * prompt
-    with pytest.raises(ValueError, match="context_loss needs feature_layers"):
-        continue_conversations(
-            target, tokenizer, [context], max_new_tokens=4, batch_size=1, context_loss=True
-        )
+    # Without recorded features only the mask is set: the training pass labels those positions.
+    unrecorded = continue_conversations(
+        target, tokenizer, [context], max_new_tokens=4, batch_size=1, context_loss=True
+    )
+    assert unrecorded.samples[0].loss_mask == sample.loss_mask
+    assert unrecorded.samples[0].features is None
