@@ -233,6 +233,8 @@ def continue_conversations(
     was_training = model.training
     model.train(False)
     recording = None if feature_layers is None else Recording(layers=feature_layers, dtypes=feature_dtypes)
+    sampling = Sampling(temperature=temperature, top_p=top_p)
+    opening = fixed_opening(tokenizer)
     try:
         if continuous and packing_supported(model):
             finished = 0
@@ -248,12 +250,12 @@ def continue_conversations(
                 stop_ids=stop_ids,
                 max_new_tokens=max_new_tokens,
                 batch_size=batch_size,
-                sampling=Sampling(temperature=temperature, top_p=top_p),
+                sampling=sampling,
                 recording=recording,
                 should_stop=should_stop,
                 on_reply=count,
                 # Its last token may merge differently with the user's text; the rest is shared.
-                shared_prefix=fixed_opening(tokenizer)[:-1],
+                shared_prefix=opening[:-1],
             )
         else:
             replies, stopped = _continue_in_batches(
@@ -263,7 +265,7 @@ def continue_conversations(
                 stop_ids,
                 max_new_tokens,
                 batch_size,
-                Sampling(temperature=temperature, top_p=top_p),
+                sampling,
                 recording,
                 should_stop,
                 progress,
@@ -273,7 +275,6 @@ def continue_conversations(
     result = ContinuationResult(
         conversations=[], samples=[], generated_tokens=0, stopped=stopped, cut_at_max_new_tokens=0
     )
-    opening = fixed_opening(tokenizer) if context_loss else []
     for context, reply in zip(contexts, replies, strict=True):
         if reply is not None:
             learned_from = _context_learned_from(context, opening) if context_loss else None
@@ -329,13 +330,7 @@ def _continue_in_batches(  # noqa: PLR0917 - private; continue_conversations is 
         if should_stop():
             return replies, True
         batch = contexts[start : start + batch_size]
-        recorder = (
-            None
-            if recording is None
-            else GenerationRecorder(
-                model, recording.layers, aux_dtype=recording.dtypes[0], final_dtype=recording.dtypes[1]
-            )
-        )
+        recorder = None if recording is None else recording.recorder(model)
         generated = generate_replies(
             model,
             [c.prompt_ids for c in batch],

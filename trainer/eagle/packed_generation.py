@@ -51,6 +51,10 @@ class Recording:
     layers: Sequence[int]
     dtypes: tuple[torch.dtype, torch.dtype]
 
+    def recorder(self, model: PreTrainedModel) -> GenerationRecorder:
+        """A recorder of these features for ``model`` (open it with ``with``)."""
+        return GenerationRecorder(model, self.layers, aux_dtype=self.dtypes[0], final_dtype=self.dtypes[1])
+
 
 @dataclass(slots=True)
 class _Row:
@@ -98,13 +102,7 @@ def generate_packed(
     replies: list[Reply | None] = [None] * len(prompts)
     previous_attention = model.config._attn_implementation
     target = PackedTarget(model, None)
-    recorder = (
-        GenerationRecorder(
-            model, recording.layers, aux_dtype=recording.dtypes[0], final_dtype=recording.dtypes[1]
-        )
-        if recording is not None
-        else None
-    )
+    recorder = None if recording is None else recording.recorder(model)
     waiting = iter(range(len(prompts)))
     active: list[_Row] = []
     stopped = False

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.data.schema import Conversation, Message
-from trainer.data.tokenize import user_turn_prefix
-from trainer.eagle.continuation import generate_replies, stop_token_ids
+from trainer.eagle.continuation import fixed_opening, generate_replies, stop_token_ids
 from trainer.eagle.packed_generation import Sampling, generate_packed, packing_supported
 
 SOURCE = "self-instruct"
@@ -92,9 +91,7 @@ def synthesize_prompts(
     """Up to ``count`` distinct user prompts written by ``model`` (sampled: the caller seeds torch)."""
     if temperature <= 0:
         raise ValueError("self-instruct prompts must be sampled: temperature > 0 (greedy writes one prompt)")
-    prefix = list(
-        tokenizer(user_turn_prefix(tokenizer), add_special_tokens=False, verbose=False)["input_ids"]
-    )
+    prefix = fixed_opening(tokenizer)
     stop_ids = stop_token_ids(model, tokenizer)
     result = SelfInstructResult(conversations=[])
     seen: set[str] = set()
