@@ -49,7 +49,8 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    model.eval()  # type: ignore[no-untyped-call]
     per_dataset = -(-args.conversations // len(args.datasets))
     conversations = [c for name in args.datasets for c in load_builtin(name)[:per_dataset]]
     contexts = [context_of(c, tokenizer, max_prompt_tokens=args.max_prompt_tokens) for c in conversations]

@@ -18,7 +18,7 @@ import json
 import logging
 from pathlib import Path
 
-from trainer.benchmark import BASELINE, BenchmarkConfiguration, ServingBenchmarkConfig, benchmark
+from trainer.benchmark import BASELINE, BenchmarkConfiguration, ServingBenchmarkConfig, serving_benchmark
 from trainer.eagle.random_head import write_random_head
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +68,7 @@ def main() -> None:
     )
     for index, head in enumerate(args.head, start=1):
         print(f"Head {index}: {head}")
-    report = benchmark(config)
+    report = serving_benchmark(config)
     (args.out / "results.json").write_text(json.dumps(report.model_dump(mode="json"), indent=2))
     (args.out / "results.csv").write_text(report.to_csv())
     print(

@@ -25,7 +25,7 @@ from trainer.benchmark import (
     BenchmarkConfiguration,
     ServingBenchmarkConfig,
     ServingReport,
-    benchmark,
+    serving_benchmark,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ def main() -> None:
             stop_at_eos=args.stop_at_eos,
             work_dir=args.out / engine / "raw",
         )
-        report = benchmark(config)
+        report = serving_benchmark(config)
         reports[engine] = report
         (args.out / engine / "results.json").write_text(json.dumps(report.model_dump(mode="json"), indent=2))
         (args.out / engine / "results.csv").write_text(report.to_csv())

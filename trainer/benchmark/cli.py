@@ -77,10 +77,12 @@ def run_bench(args: argparse.Namespace) -> int:
     # Heavy imports here: ``python -m trainer --help`` must stay fast.
     from pydantic import ValidationError  # noqa: PLC0415
 
-    from trainer.benchmark.config import BenchmarkConfiguration  # noqa: PLC0415
-    from trainer.benchmark.run import BASELINE  # noqa: PLC0415
-    from trainer.benchmark.serving_config import ServingBenchmarkConfig  # noqa: PLC0415
-    from trainer.benchmark.serving_run import serving_benchmark  # noqa: PLC0415
+    from trainer.benchmark import (  # noqa: PLC0415
+        BASELINE,
+        BenchmarkConfiguration,
+        ServingBenchmarkConfig,
+        serving_benchmark,
+    )
     from trainer.eagle.export import resolve_head_dir  # noqa: PLC0415
 
     configurations = [BenchmarkConfiguration(name=BASELINE)]

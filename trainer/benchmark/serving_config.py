@@ -7,12 +7,31 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trainer.benchmark.config import BenchmarkConfiguration
 from trainer.benchmark.recommendation import DEFAULT_MIN_SPEEDUP
 
 DEFAULT_CONCURRENCY = (1, 2, 4, 8)
+# The row of plain decoding (no head) that every speedup is measured against.
+BASELINE = "No EAGLE"
 # vLLM has no adaptive mode; 3 is what production EAGLE-3 deployments commonly run.
 DEFAULT_VLLM_SPECULATIVE_TOKENS = 3
+
+
+class BenchmarkConfiguration(BaseModel):
+    """One row group of the table: plain decoding (no head) or speculative decoding with a head."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description='Row label, e.g. "No EAGLE", "Base EAGLE", "Trained EAGLE".')
+    head_dir: Path | None = Field(
+        default=None, description="EAGLE-3 head directory; None decodes without speculation."
+    )
+    num_speculative_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=16,
+        description="K for this configuration alone (e.g. a fixed-K row beside an adaptive one); "
+        "None: the benchmark's.",
+    )
 
 
 class ServingBenchmarkConfig(BaseModel):

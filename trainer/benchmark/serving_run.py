@@ -18,7 +18,6 @@ from pathlib import Path
 import httpx
 from transformers import AutoTokenizer
 
-from trainer.benchmark.config import BenchmarkConfiguration
 from trainer.benchmark.guidellm_run import (
     GUIDELLM_VERSION,
     LevelResult,
@@ -29,7 +28,7 @@ from trainer.benchmark.guidellm_run import (
 from trainer.benchmark.prompts import chat_prompt_texts, write_guidellm_data
 from trainer.benchmark.recommendation import recommend
 from trainer.benchmark.servers import VLLM_MAX_MODEL_LEN, RunningServer, ServerSpec, serve, serve_in_process
-from trainer.benchmark.serving_config import ServingBenchmarkConfig
+from trainer.benchmark.serving_config import BenchmarkConfiguration, ServingBenchmarkConfig
 from trainer.benchmark.serving_report import ServingReport, ServingRow
 from trainer.benchmark.spec_metrics import PREFIXES, CounterPoller, SpecCounters
 from trainer.data.loader import load_conversations

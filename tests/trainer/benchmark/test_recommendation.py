@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.trainer.benchmark.serving_rows import serving_row
-from trainer.benchmark.config import BenchmarkConfiguration
 from trainer.benchmark.recommendation import recommend
-from trainer.benchmark.serving_config import ServingBenchmarkConfig
+from trainer.benchmark.serving_config import BenchmarkConfiguration, ServingBenchmarkConfig
 from trainer.benchmark.serving_report import ServingRow
 from trainer.benchmark.serving_run import file_slug
 

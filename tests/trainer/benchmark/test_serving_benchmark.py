@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.worker.tiny_inputs import sharegpt_jsonl, write_tiny_head
-from trainer.benchmark import benchmark
-from trainer.benchmark.config import BenchmarkConfiguration
-from trainer.benchmark.serving_config import ServingBenchmarkConfig
+from trainer.benchmark import serving_benchmark
+from trainer.benchmark.serving_config import BenchmarkConfiguration, ServingBenchmarkConfig
 from trainer.cli import main
 from trainer.models.tiny import write_tiny_target
 
@@ -56,7 +55,7 @@ def test_every_configuration_and_level_gets_guidellm_measurements_and_acceptance
         work_dir=tmp_path,
     )
 
-    report = benchmark(config)
+    report = serving_benchmark(config)
 
     assert [(row.configuration, row.concurrency) for row in report.rows] == [
         ("No EAGLE", 1),
