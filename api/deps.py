@@ -10,10 +10,10 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from api.auth.principal import Principal
 from api.auth.sigv4 import SignedRequest
-from api.job_dispatcher import JobDispatcher
 from api.state import ApiState
+from core.job_dispatcher import JobDispatcher
+from core.principal import Principal
 from db.settings import Settings
 
 

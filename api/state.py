@@ -9,8 +9,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.auth.authenticator import AccessKeyCache, Authenticator
-from api.job_dispatcher import JobDispatcher
 from api.metrics import ApiMetrics
+from core.job_dispatcher import JobDispatcher
 from db.session import create_db_engine, create_read_session_factory, create_session_factory
 from db.settings import Settings
 

@@ -18,7 +18,7 @@ import json
 import logging
 from pathlib import Path
 
-from trainer.benchmark import BASELINE, BenchmarkConfiguration, ServingBenchmarkConfig, serving_benchmark
+from servebench import BASELINE, BenchmarkConfiguration, ServingBenchmarkConfig, serving_benchmark
 from trainer.eagle.random_head import write_random_head
 
 REPO = Path(__file__).resolve().parents[1]

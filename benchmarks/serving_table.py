@@ -4,7 +4,7 @@
         [--prompts RUN/heldout.jsonl] [--requests-per-level 16] [--max-tokens 96] \\
         [--engines eaglenest vllm] [--out .cache/bench/serving-table]
 
-Runs ``trainer.benchmark.benchmark`` once per engine and prints each table: our server
+Runs ``servebench.benchmark`` once per engine and prints each table: our server
 without a head, with the head and adaptive K, and with the head at vLLM's fixed K (the row
 whose acceptance is compared with vLLM's); vLLM-CPU without and with the head at K. Then the
 goals: Trained EAGLE output throughput >= 2.0x No EAGLE at concurrency 1 and >= 1.3x at
@@ -20,7 +20,7 @@ import json
 import logging
 from pathlib import Path
 
-from trainer.benchmark import (
+from servebench import (
     BASELINE,
     BenchmarkConfiguration,
     ServingBenchmarkConfig,

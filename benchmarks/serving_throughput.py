@@ -26,9 +26,9 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
+from serving import GenerationRequest, RequestHandle, ServingEngine, TokenEvent, load_engine
+from speculative.evaluation import chat_prompts
 from trainer.data import load_conversations
-from trainer.engine.evaluation import chat_prompts
-from trainer.serving import GenerationRequest, RequestHandle, ServingEngine, TokenEvent, load_engine
 
 MODEL_DIR = Path(".cache/models/smollm2-135m-instruct")
 DEFAULT_DATA = Path(".cache/data/chitchat.jsonl")

@@ -39,7 +39,7 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 say "Starting the embedded stack in $STATE_DIR"
 rm -rf "$STATE_DIR"
 mkdir -p "$STATE_DIR"
-read -r API_PORT S3_PORT < <("$PY" -c 'from api.stack.ports import free_ports; print(*free_ports(2))')
+read -r API_PORT S3_PORT < <("$PY" -c 'from stack.ports import free_ports; print(*free_ports(2))')
 # The worker inherits these: a short benchmark (held-out prompts, 8 requests of 64 new tokens
 # at each concurrency level 1, 2, 4, 8, for No EAGLE, the head with adaptive K and the head
 # at each K of the sweep), and

@@ -1,4 +1,4 @@
-"""Regenerate api/wire/sagemaker_shapes.json from the installed botocore (review the diff!)."""
+"""Regenerate core/sagemaker/sagemaker_shapes.json from the installed botocore (review the diff!)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import botocore
 
-from api.wire.botocore_subset import extract_subset
+from core.sagemaker.botocore_subset import extract_subset
 
 SERVICE_MODEL = Path(botocore.__file__).parent / "data" / "sagemaker" / "2017-07-24" / "service-2.json.gz"
 TARGET = Path(__file__).resolve().parent.parent / "api" / "wire" / "sagemaker_shapes.json"

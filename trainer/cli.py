@@ -27,10 +27,10 @@ COMMAND_MODULES: list[str] = [
     "trainer.models.commands",
     "trainer.data.commands",
     "trainer.train_cli",
-    "trainer.eval_cli",
-    "trainer.serve_cli",
-    "trainer.benchmark.cli",
-    "trainer.vllm_cpu.commands",
+    "speculative.eval_cli",
+    "serving.serve_cli",
+    "servebench.cli",
+    "servebench.vllm_cpu.commands",
 ]
 
 # Exit status for a bad request (bad input file, unknown name): distinct from a crash (1).

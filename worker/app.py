@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from celery import Celery
 
+from core.celery_config import celery_config
 from db.settings import Settings, get_settings
-from worker.celery_config import celery_config
 
 # Imported by the worker at start-up; the api never imports them (it sends tasks by name).
 TASK_MODULES = ["worker.tasks", "worker.signals"]

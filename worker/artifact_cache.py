@@ -16,9 +16,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from core.s3_store import S3Store
 from db.settings import Settings
 from worker.s3_snapshot import S3Snapshot
-from worker.s3_store import S3Store
 
 logger = logging.getLogger(__name__)
 

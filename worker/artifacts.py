@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from worker.s3 import S3Location
+from core.s3 import S3Location
+from core.s3_store import S3Object
 from worker.s3_snapshot import S3Snapshot
-from worker.s3_store import S3Object
 
 DataSourceKind = Literal["S3Prefix", "ManifestFile", "BuiltIn"]
 

@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from core.job_errors import JobFailedError
+from core.model_source import parse_s3_uri
+from core.s3 import S3Location
+from core.s3_store import S3Store
 from db.settings import Settings
 from trainer.data.loader import load_conversations
-from worker.errors import JobFailedError
-from worker.model_source import parse_s3_uri
-from worker.s3 import S3Location
-from worker.s3_store import S3Store
 
 CATALOG_FILE = "catalog.json"
 

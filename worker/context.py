@@ -7,17 +7,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
-from api.optimization_environment import EagleKnobError, EagleKnobs
+from core.eagle_knobs import EagleKnobError, EagleKnobs
+from core.job_errors import JobFailedError
+from core.job_spec import JobSnapshot
+from core.output_layout import OutputLayout
+from core.s3 import s3_client
+from core.s3_store import S3Store
 from db.settings import Settings
 from worker.artifact_cache import ArtifactCache, cache_root
 from worker.artifacts import JobArtifacts
-from worker.errors import JobFailedError
-from worker.job_snapshot import JobSnapshot
 from worker.job_store import JobStore
 from worker.monitor import JobMonitor
-from worker.output_layout import OutputLayout
-from worker.s3 import s3_client
-from worker.s3_store import S3Store
 
 
 class ProgressRecorder(Protocol):

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from core.job_errors import JobFailedError
 from trainer.data.errors import DataFormatError
-from worker.errors import JobFailedError
 
 
 def register_dataset_commands(subparsers: Any) -> None:
@@ -45,9 +45,9 @@ def register_dataset_commands(subparsers: Any) -> None:
 
 
 def _store() -> Any:
+    from core.s3 import s3_client  # noqa: PLC0415
+    from core.s3_store import S3Store  # noqa: PLC0415
     from db.settings import get_settings  # noqa: PLC0415 - light, but keep `--help` free of boto3
-    from worker.s3 import s3_client  # noqa: PLC0415
-    from worker.s3_store import S3Store  # noqa: PLC0415
 
     settings = get_settings()
     return S3Store(s3_client(settings)), settings

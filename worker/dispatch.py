@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
+from core.task_names import RUN_OPTIMIZATION_JOB
 from db.settings import get_settings
 from worker.app import get_celery_app
-from worker.task_names import RUN_OPTIMIZATION_JOB
 
 logger = logging.getLogger(__name__)
 

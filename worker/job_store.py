@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.job_spec import JobSnapshot
 from db.optimization_job import OptimizationJob
 from db.optimization_job_status import OptimizationJobStatus
 from db.optimization_jobs import (
@@ -32,7 +33,6 @@ from db.optimization_jobs import (
 from db.session import session_scope
 from db.training_points import NewTrainingPoint, add_training_points
 from db.types import utc_now
-from worker.job_snapshot import JobSnapshot
 from worker.outcome import Outcome, final_transition
 
 logger = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from core.job_spec import JobSnapshot
 from worker.artifacts import JobArtifacts, required
 from worker.code_version import code_version
-from worker.job_snapshot import JobSnapshot
 from worker.output_model import OutputModel
 
 LINEAGE_VERSION = 1

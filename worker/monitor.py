@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
 
-from worker.errors import JobInterruptedError, MaxRuntimeExceededError, StopRequestedError
+from core.job_errors import JobInterruptedError, MaxRuntimeExceededError, StopRequestedError
 
 logger = logging.getLogger(__name__)
 

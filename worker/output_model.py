@@ -13,15 +13,15 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from api.auth.principal import Principal
-from api.errors import AwsError
-from api.services.sagemaker_models import create_model
-from api.shapes.sagemaker_models import CreateModelInput
+from core.job_errors import JobFailedError
+from core.job_spec import JobSnapshot
+from core.model_source import EAGLE_MODEL_CHANNEL
+from core.principal import Principal
+from core.s3 import S3Location
+from core.sagemaker.errors import AwsError
+from core.sagemaker.shapes.sagemaker_models import CreateModelInput
+from core.services.sagemaker_models import create_model
 from db.sagemaker_models import get_sagemaker_model_by_name
-from worker.errors import JobFailedError
-from worker.job_snapshot import JobSnapshot
-from worker.model_source import EAGLE_MODEL_CHANNEL
-from worker.s3 import S3Location
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from worker.benchmark import benchmark_head
 from worker.context import JobContext, StageSpan
-from worker.prepare import prepare_inputs
-from worker.publish import publish_outputs
-from worker.train import train_head
-from worker.training_data import resolve_training_data
-from worker.validate import validate_artifacts
+from worker.stages.benchmark import benchmark_head
+from worker.stages.data import resolve_training_data
+from worker.stages.prepare import prepare_inputs
+from worker.stages.publish import publish_outputs
+from worker.stages.train import train_head
+from worker.stages.validate import validate_artifacts
 
 StageFunction = Callable[[JobContext], None]
 

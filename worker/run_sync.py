@@ -13,11 +13,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from core.s3 import S3Location
+from core.s3_store import S3Store
 from trainer.eagle.checkpoint import BEST, LATEST, latest_checkpoint, read_checkpoint_state
 from trainer.eagle.data import HELDOUT_FILE, PREPARED_DIR, REGENERATED_FILE
 from trainer.train import CHECKPOINT_DIRNAME, METRICS_FILE
-from worker.s3 import S3Location
-from worker.s3_store import S3Store
 
 logger = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
+from core.job_errors import JobFailedError, JobInterruptedError, StopRequestedError
+from core.job_spec import JobSnapshot
 from db.optimization_job_status import OptimizationJobStatus
 from db.settings import Settings, get_settings
 from db.types import utc_now
 from worker.context import JobContext, job_work_dir
-from worker.errors import JobFailedError, JobInterruptedError, StopRequestedError
-from worker.job_snapshot import JobSnapshot
 from worker.job_store import JobStore
 from worker.lease import JobLease
 from worker.monitor import JobMonitor

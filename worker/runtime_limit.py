@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from worker.job_snapshot import JobSnapshot
+from core.job_spec import JobSnapshot
 from worker.monitor import RuntimeLimit
 
 

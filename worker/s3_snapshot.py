@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from worker.errors import JobFailedError
-from worker.s3_store import S3Object
+from core.job_errors import JobFailedError
+from core.s3_store import S3Object
 
 
 @dataclass(frozen=True)

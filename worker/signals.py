@@ -7,12 +7,12 @@ from typing import Any
 
 from celery.signals import task_revoked, worker_process_init, worker_ready, worker_shutdown
 
+from core.task_names import RUN_OPTIMIZATION_JOB
 from db.session import create_db_engine, create_session_factory, get_engine
 from db.settings import get_settings
 from worker.dispatch import enqueue_optimization_job
 from worker.job_store import JobStore
 from worker.reaper import ReaperThread
-from worker.task_names import RUN_OPTIMIZATION_JOB
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from typing import Any
 from celery import shared_task
 from sqlalchemy.exc import OperationalError
 
+from core.task_names import RUN_OPTIMIZATION_JOB
 from worker.runner import run_optimization_job
-from worker.task_names import RUN_OPTIMIZATION_JOB
 
 
 @shared_task(

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from api.optimization_environment import EagleKnobs
+from core.eagle_knobs import EagleKnobs
+from core.job_errors import JobFailedError
 from trainer.config import TrainConfig
-from worker.errors import JobFailedError
 
 # Kept back from MaxRuntimeInSeconds for benchmark and publish: a fifth of what is left,
 # and never less than this.

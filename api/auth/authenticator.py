@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.auth.principal import Principal
 from api.auth.sigv4 import (
     SignedRequest,
     check_request_time,
@@ -18,7 +17,8 @@ from api.auth.sigv4 import (
     parse_authorization,
     signature_matches,
 )
-from api.errors import (
+from core.principal import Principal
+from core.sagemaker.errors import (
     InvalidSignatureException,
     MissingAuthenticationTokenException,
     UnrecognizedClientException,

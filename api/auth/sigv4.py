@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from urllib.parse import quote, unquote
 
-from api.errors import IncompleteSignatureException, InvalidSignatureException
+from core.sagemaker.errors import IncompleteSignatureException, InvalidSignatureException
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sagemaker"

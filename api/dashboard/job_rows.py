@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from api.dashboard.shapes import DashboardJob
-from api.shapes.optimization_jobs import OptimizationConfig, OptimizationJobModelSource
+from core.sagemaker.shapes.optimization_jobs import OptimizationConfig, OptimizationJobModelSource
 from db.optimization_job import OptimizationJob
 
 

@@ -14,10 +14,11 @@ from api.dashboard.job_rows import dashboard_job
 from api.dashboard.published_results import read_job_results
 from api.dashboard.shapes import DashboardJobList, JobResults, TrainingCurve, TrainingPointShape
 from api.deps import PrincipalDep, ReadSessionDep, SettingsDep
-from api.errors import ResourceNotFound, ValidationException, error_responses
+from api.error_responses import error_responses
 from api.rest.common import JobInPathDep, build_request
-from api.services import optimization_jobs as service
-from api.shapes.optimization_jobs import ListOptimizationJobsRequest
+from core.sagemaker.errors import ResourceNotFound, ValidationException
+from core.sagemaker.shapes.optimization_jobs import ListOptimizationJobsRequest
+from core.services import optimization_jobs as service
 from db.training_points import list_training_points
 from db.types import utc_now
 

@@ -8,11 +8,12 @@ from fastapi import APIRouter, Query
 
 from api.dashboard.shapes import DashboardModelList
 from api.deps import PrincipalDep, ReadSessionDep
-from api.errors import ValidationException, error_responses
+from api.error_responses import error_responses
+from api.responses.sagemaker_models import describe_sagemaker_model
 from api.rest.common import build_request
-from api.services import sagemaker_models as service
-from api.shapers.sagemaker_models import describe_sagemaker_model
-from api.shapes.sagemaker_models import ListModelsInput
+from core.sagemaker.errors import ValidationException
+from core.sagemaker.shapes.sagemaker_models import ListModelsInput
+from core.services import sagemaker_models as service
 
 router = APIRouter(prefix="/dashboard/api/models", tags=["dashboard"])
 

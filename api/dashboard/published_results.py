@@ -1,6 +1,6 @@
 """A finished job's published results, read back from its S3OutputLocation.
 
-lineage.json is the commit marker (worker/publish.py writes it last): without it, or
+lineage.json is the commit marker (worker/stages/publish.py writes it last): without it, or
 with one that names another job, the location holds no complete result of this job.
 """
 
@@ -9,15 +9,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from api.client.benchmark_table import benchmark_table
 from api.dashboard.shapes import BenchmarkTableRowShape, JobResults, PublishedArtifact
+from client.benchmark_table import benchmark_table
+from core.job_errors import JobFailedError
+from core.output_layout import BENCHMARK_JSON, LINEAGE
+from core.s3 import S3Location, s3_client
+from core.s3_store import S3Store
 from db.optimization_job import OptimizationJob
 from db.optimization_job_status import OptimizationJobStatus
 from db.settings import Settings
-from worker.errors import JobFailedError
-from worker.output_layout import BENCHMARK_JSON, LINEAGE
-from worker.s3 import S3Location, s3_client
-from worker.s3_store import S3Store
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from api.shapes.base import AwsShape, AwsTimestamp
-from api.shapes.sagemaker_models import DescribeModelOutput
+from core.sagemaker.shapes.base import AwsShape, AwsTimestamp
+from core.sagemaker.shapes.sagemaker_models import DescribeModelOutput
 
 
 class DashboardJob(AwsShape):

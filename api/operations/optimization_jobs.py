@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from api.services import optimization_jobs as service
-from api.shapers.optimization_jobs import describe_optimization_job, summarize_optimization_job
-from api.shapes.optimization_jobs import (
+from api.responses.optimization_jobs import describe_optimization_job, summarize_optimization_job
+from api.wire.registry import OperationContext, aws_operation
+from core.sagemaker.shapes.optimization_jobs import (
     CreateOptimizationJobRequest,
     CreateOptimizationJobResponse,
     DeleteOptimizationJobRequest,
@@ -14,7 +14,7 @@ from api.shapes.optimization_jobs import (
     ListOptimizationJobsResponse,
     StopOptimizationJobRequest,
 )
-from api.wire.registry import OperationContext, aws_operation
+from core.services import optimization_jobs as service
 
 
 @aws_operation("CreateOptimizationJob", CreateOptimizationJobRequest)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from api.services import sagemaker_models as service
-from api.shapers.sagemaker_models import describe_sagemaker_model, summarize_sagemaker_model
-from api.shapes.sagemaker_models import (
+from api.responses.sagemaker_models import describe_sagemaker_model, summarize_sagemaker_model
+from api.wire.registry import OperationContext, aws_operation
+from core.sagemaker.shapes.sagemaker_models import (
     CreateModelInput,
     CreateModelOutput,
     DeleteModelInput,
@@ -13,7 +13,7 @@ from api.shapes.sagemaker_models import (
     ListModelsInput,
     ListModelsOutput,
 )
-from api.wire.registry import OperationContext, aws_operation
+from core.services import sagemaker_models as service
 
 
 @aws_operation("CreateModel", CreateModelInput)

@@ -8,10 +8,10 @@ from fastapi import Depends
 from pydantic import ValidationError
 
 from api.deps import PrincipalDep, ReadSessionDep
-from api.errors import aws_error_from_pydantic
-from api.services import optimization_jobs
-from api.shapes.base import AwsRequest, AwsShape
-from api.shapes.optimization_jobs import DescribeOptimizationJobRequest
+from core.sagemaker.errors import aws_error_from_pydantic
+from core.sagemaker.shapes.base import AwsRequest, AwsShape
+from core.sagemaker.shapes.optimization_jobs import DescribeOptimizationJobRequest
+from core.services import optimization_jobs
 from db.optimization_job import OptimizationJob
 
 RequestT = TypeVar("RequestT", bound=AwsRequest)

@@ -7,17 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import DispatcherDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
-from api.errors import (
+from api.error_responses import error_responses
+from api.responses.optimization_jobs import optimization_job_detail, summarize_optimization_job
+from api.rest.common import EmptyResponse, JobInPathDep, build_request
+from core.sagemaker.errors import (
     ResourceInUse,
     ResourceLimitExceeded,
     ResourceNotFound,
     ValidationException,
-    error_responses,
 )
-from api.rest.common import EmptyResponse, JobInPathDep, build_request
-from api.services import optimization_jobs as service
-from api.shapers.optimization_jobs import optimization_job_detail, summarize_optimization_job
-from api.shapes.optimization_jobs import (
+from core.sagemaker.shapes.optimization_jobs import (
     CreateOptimizationJobRequest,
     CreateOptimizationJobResponse,
     DeleteOptimizationJobRequest,
@@ -26,6 +25,7 @@ from api.shapes.optimization_jobs import (
     OptimizationJobDetail,
     StopOptimizationJobRequest,
 )
+from core.services import optimization_jobs as service
 from db.types import utc_now
 
 router = APIRouter(prefix="/v1/optimization-jobs", tags=["optimization-jobs"])

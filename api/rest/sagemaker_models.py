@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import PrincipalDep, ReadSessionDep, SessionDep
-from api.errors import ValidationException, error_responses
+from api.error_responses import error_responses
+from api.responses.sagemaker_models import sagemaker_model_detail, summarize_sagemaker_model
 from api.rest.common import EmptyResponse, build_request
-from api.services import sagemaker_models as service
-from api.shapers.sagemaker_models import sagemaker_model_detail, summarize_sagemaker_model
-from api.shapes.sagemaker_models import (
+from core.sagemaker.errors import ValidationException
+from core.sagemaker.shapes.sagemaker_models import (
     CreateModelInput,
     CreateModelOutput,
     DeleteModelInput,
@@ -20,6 +20,7 @@ from api.shapes.sagemaker_models import (
     ListModelsOutput,
     ModelDetail,
 )
+from core.services import sagemaker_models as service
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

@@ -13,17 +13,16 @@ from starlette.concurrency import run_in_threadpool
 import api.operations  # noqa: F401 - importing registers every handler in REGISTRY
 from api.auth.sigv4 import SignedRequest
 from api.deps import get_api_state, signed_request_from
-from api.errors import (
+from api.error_responses import AWS_JSON_CONTENT_TYPE, error_responses
+from api.state import ApiState
+from api.wire.registry import REGISTRY, Operation, OperationContext
+from core.sagemaker.errors import (
     ALL_ERRORS,
-    AWS_JSON_CONTENT_TYPE,
     SerializationException,
     UnknownOperationException,
     aws_error_from_pydantic,
-    error_responses,
 )
-from api.state import ApiState
-from api.wire.registry import REGISTRY, Operation, OperationContext
-from api.wire.service_model import sagemaker_service_model
+from core.sagemaker.service_model import sagemaker_service_model
 
 TARGET_HEADER = "x-amz-target"
 

@@ -8,10 +8,10 @@ from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
-from api.auth.principal import Principal
-from api.job_dispatcher import JobDispatcher
-from api.shapes.base import AwsRequest, AwsShape
-from api.wire.service_model import sagemaker_service_model
+from core.job_dispatcher import JobDispatcher
+from core.principal import Principal
+from core.sagemaker.service_model import sagemaker_service_model
+from core.sagemaker.shapes.base import AwsRequest, AwsShape
 from db.settings import Settings
 
 RequestT = TypeVar("RequestT", bound=AwsRequest)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.stack.seaweedfs import S3Endpoint
 from db.settings import Settings
-from tests.api.client.client_stack import ClientStack, running_client_stack
+from stack.seaweedfs import S3Endpoint
+from tests.client.client_stack import ClientStack, running_client_stack
 from tests.worker.tiny_inputs import write_tiny_target
 
 

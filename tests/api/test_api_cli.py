@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from api.cli import main
-from api.stack.layout import StateLayout
+from cli.main import main
 from db.session import get_engine, get_session_factory
 from db.settings import get_settings
 from migrations.runner import upgrade_to_head
+from stack.layout import StateLayout
 from tests.factories.accounts import AccountCredentials
 from tests.fixtures.live_server import AwsCli, LiveServer, sagemaker_client
 

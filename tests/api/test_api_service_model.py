@@ -11,11 +11,11 @@ import botocore
 import pytest
 from pydantic import BaseModel
 
-from api.shapes import common, optimization_jobs, sagemaker_models
-from api.shapes.base import AwsRequest
-from api.wire.botocore_subset import SERVED_OPERATIONS, extract_subset
 from api.wire.registry import REGISTRY
-from api.wire.service_model import SHAPES_FILE, sagemaker_service_model
+from core.sagemaker.botocore_subset import SERVED_OPERATIONS, extract_subset
+from core.sagemaker.service_model import SHAPES_FILE, sagemaker_service_model
+from core.sagemaker.shapes import common, optimization_jobs, sagemaker_models
+from core.sagemaker.shapes.base import AwsRequest
 
 BOTOCORE_MODEL = Path(botocore.__file__).parent / "data" / "sagemaker" / "2017-07-24" / "service-2.json.gz"
 

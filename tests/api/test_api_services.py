@@ -11,13 +11,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from api.app import DevKeyInProductionError, create_app
-from api.auth.principal import Principal
-from api.errors import ResourceLimitExceeded
-from api.services.optimization_jobs import create_job
-from api.shapes.optimization_jobs import CreateOptimizationJobRequest
 from api.state import ApiState
 from api.wire.aws_json_route import runs_inline
 from api.wire.registry import REGISTRY
+from core.principal import Principal
+from core.sagemaker.errors import ResourceLimitExceeded
+from core.sagemaker.shapes.optimization_jobs import CreateOptimizationJobRequest
+from core.services.optimization_jobs import create_job
 from db.accounts import delete_access_key, dev_access_key_exists, ensure_dev_access_key
 from db.optimization_job_status import OptimizationJobStatus as Status
 from db.optimization_jobs import list_job_events

@@ -21,7 +21,7 @@ from api.auth.sigv4 import (
     payload_hash,
     signature_matches,
 )
-from api.errors import IncompleteSignatureException, InvalidSignatureException
+from core.sagemaker.errors import IncompleteSignatureException, InvalidSignatureException
 
 # The boto3 CreateOptimizationJob request captured in shared/reference/aws-api.md §6.
 EXAMPLE_AUTHORIZATION = (

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from api.shapes.optimization_jobs import CreateOptimizationJobRequest, ListOptimizationJobsRequest
-from api.wire.service_model import sagemaker_service_model
-from api.wire.validation import ShapeTypeError, ShapeValidator, format_violations, render_value
+from core.sagemaker.service_model import sagemaker_service_model
+from core.sagemaker.shapes.optimization_jobs import CreateOptimizationJobRequest, ListOptimizationJobsRequest
+from core.sagemaker.validation import ShapeTypeError, ShapeValidator, format_violations, render_value
 from tests.factories.optimization_jobs import create_optimization_job_request
 
 

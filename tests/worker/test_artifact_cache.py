@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from core.job_errors import JobFailedError
+from core.s3 import S3Location
+from core.s3_store import S3Store
 from worker.artifact_cache import SNAPSHOT_FILE, ArtifactCache
-from worker.errors import JobFailedError
-from worker.s3 import S3Location
 from worker.s3_snapshot import S3Snapshot, safe_relative_path
-from worker.s3_store import S3Store
 
 
 def _snapshot(store: S3Store, bucket: str, prefix: str) -> S3Snapshot:

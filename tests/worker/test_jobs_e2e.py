@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from api.stack.processes import ManagedProcess
+from core.s3 import s3_client
+from core.s3_store import S3Store
 from db.settings import Settings
+from stack.processes import ManagedProcess
 from tests.fixtures.worker import launch_celery_worker
 from tests.worker.published_outputs import Published, read_published, split
 from tests.worker.tiny_inputs import put_text, sharegpt_jsonl, upload_directory
 from tests.worker.worker_jobs import WorkerJobs
 from worker.builtin_catalog import add_dataset, catalog_location
-from worker.s3 import s3_client
-from worker.s3_store import S3Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

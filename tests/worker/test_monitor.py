@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from worker.errors import MaxRuntimeExceededError, StopRequestedError
+from core.job_errors import MaxRuntimeExceededError, StopRequestedError
 from worker.monitor import JobMonitor, RuntimeLimit
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from api.optimization_environment import EagleKnobs
+from core.eagle_knobs import EagleKnobs
+from core.job_errors import JobFailedError
 from trainer.config import TrainConfig
-from worker.errors import JobFailedError
 from worker.train_plan import build_train_config, training_budget_minutes
 
 

@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from api.cli import main as eaglenest
+from cli.main import main as eaglenest
+from core.job_errors import JobFailedError
+from core.s3 import S3Location, s3_client
+from core.s3_store import S3Object, S3Store
 from db.settings import Settings, get_settings
 from tests.fixtures.worker import settings_as_env
 from tests.worker.tiny_inputs import sharegpt_jsonl
 from trainer.data.errors import DataFormatError
 from worker.builtin_catalog import add_dataset, catalog_location, publish_packaged, read_catalog
-from worker.errors import JobFailedError
-from worker.s3 import S3Location, s3_client
 from worker.s3_snapshot import S3Snapshot, SnapshotEntry
-from worker.s3_store import S3Object, S3Store
-from worker.training_data import check_records, parse_manifest
+from worker.stages.data import check_records, parse_manifest
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,9 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.job_errors import JobFailedError
+from core.model_source import model_location
+from core.s3 import S3_MAX_ATTEMPTS, S3Location
 from db.optimization_job_status import OptimizationJobStatus as Status
 from db.optimization_jobs import get_optimization_job_by_id
 from db.session import session_scope
@@ -14,13 +17,10 @@ from db.settings import Settings
 from tests.factories.accounts import create_account
 from tests.factories.optimization_jobs import create_optimization_job
 from tests.worker.s3_models import upload_model
-from worker.errors import JobFailedError
 from worker.job_store import JobStore
-from worker.model_source import model_location
 from worker.pipeline import Stage
 from worker.runner import run_optimization_job
-from worker.s3 import S3_MAX_ATTEMPTS, S3Location
-from worker.validate import validate_artifacts
+from worker.stages.validate import validate_artifacts
 
 
 def test_model_location_from_an_s3_uri() -> None:

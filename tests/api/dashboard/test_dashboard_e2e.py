@@ -19,12 +19,12 @@ from botocore.exceptions import ClientError
 from playwright.sync_api import Browser, Page
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.client import eaglenest_client
+from client import eaglenest_client
 from db.accounts import delete_access_key
 from db.optimization_jobs import get_optimization_job_by_name
 from db.training_points import list_training_points
-from tests.api.client.client_stack import ClientStack
 from tests.api.dashboard.dashboard_browser import requires_chromium, screenshot, sign_in
+from tests.client.client_stack import ClientStack
 from tests.factories.accounts import AccountCredentials, create_account
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.factories.sagemaker_models import create_model_request

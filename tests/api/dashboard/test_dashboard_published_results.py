@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy.orm import Session
 
 from api.dashboard.published_results import read_job_results
-from api.stack.seaweedfs import S3Endpoint
 from db.optimization_job import OptimizationJob
 from db.optimization_job_status import OptimizationJobStatus as Status
 from db.settings import Settings
+from stack.seaweedfs import S3Endpoint
 from tests.factories.accounts import create_account
 from tests.factories.optimization_jobs import create_optimization_job
 

@@ -1,0 +1,295 @@
+"""Create/Describe/List/Stop/DeleteOptimizationJob: the job's life cycle on the api side.
+
+The api creates a job in STARTING and requests stops (STOPPING); every other status
+change is the worker's. Dispatching happens only after the commit, so a worker that
+picks the task up at once always finds the row.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from core.eagle_knobs import EagleKnobError, EagleKnobs
+from core.job_dispatcher import JobDispatcher
+from core.principal import Principal
+from core.sagemaker.errors import ResourceInUse, ResourceLimitExceeded, ResourceNotFound, ValidationException
+from core.sagemaker.shapes.optimization_jobs import CreateOptimizationJobRequest, ListOptimizationJobsRequest
+from core.sagemaker.validation import ConstraintViolation
+from core.services.listing import page_request
+from core.services.pagination import encode_next_token
+from core.services.request_checks import require_s3_uri, require_unique_tag_keys
+from core.services.resource_tags import tag_new_resource
+from core.services.sagemaker_models import model_not_found
+from db.arns import optimization_job_arn
+from db.errors import NameAlreadyExistsError
+from db.job_event import JobEvent
+from db.listing import TimeRange
+from db.optimization_job import OptimizationJob
+from db.optimization_job_status import STOPPABLE_STATUSES, OptimizationJobStatus
+from db.optimization_jobs import (
+    JobListFilter,
+    count_active_optimization_jobs,
+    create_optimization_job,
+    delete_optimization_job,
+    get_optimization_job_by_name,
+    list_job_events,
+    list_optimization_jobs,
+    set_job_task_id,
+    transition_optimization_job,
+)
+from db.resource_tag import ResourceTag
+from db.resource_tags import delete_resource_tags, list_resource_tags
+from db.sagemaker_models import get_sagemaker_model_by_name
+
+logger = logging.getLogger(__name__)
+
+SPECULATIVE_DECODING = "SpeculativeDecoding"
+DEFAULT_MAX_RESULTS = 50
+_UNSUPPORTED_CONFIGS = {
+    "model_quantization_config": "ModelQuantizationConfig",
+    "model_compilation_config": "ModelCompilationConfig",
+    "model_sharding_config": "ModelShardingConfig",
+}
+
+
+@dataclass(frozen=True)
+class JobPage:
+    jobs: list[OptimizationJob]
+    next_token: str | None
+
+
+def job_not_found(name: str) -> ResourceNotFound:
+    return ResourceNotFound(f'Could not find optimization job "{name}".')
+
+
+def _check_optimization_configs(request: CreateOptimizationJobRequest) -> None:
+    for index, config in enumerate(request.optimization_configs, start=1):
+        for attribute, member in _UNSUPPORTED_CONFIGS.items():
+            if getattr(config, attribute) is not None:
+                raise ValidationException.for_member(
+                    f"optimizationConfigs.{index}.member",
+                    member,
+                    f"{member} is not supported: this deployment supports speculative decoding only "
+                    "(ModelSpeculativeDecodingConfig with Technique EAGLE)",
+                )
+        speculative = config.model_speculative_decoding_config
+        if speculative is not None and speculative.training_data_source is not None:
+            require_s3_uri(
+                speculative.training_data_source.s3_uri,
+                f"optimizationConfigs.{index}.member.modelSpeculativeDecodingConfig.trainingDataSource.s3Uri",
+            )
+    count = sum(1 for config in request.optimization_configs if config.model_speculative_decoding_config)
+    if count != 1:
+        raise ValidationException.for_member(
+            "optimizationConfigs",
+            f"{count} ModelSpeculativeDecodingConfig",
+            "Member must contain exactly one ModelSpeculativeDecodingConfig: "
+            "this deployment supports speculative decoding only",
+        )
+
+
+def _check_environment(environment: dict[str, str] | None) -> None:
+    try:
+        EagleKnobs.from_environment(environment)
+    except EagleKnobError as error:
+        raise ValidationException.from_violations(
+            [
+                ConstraintViolation(f"optimizationEnvironment.{key}", value, why)
+                for key, value, why in error.problems
+            ]
+        ) from None
+
+
+def _resolve_model_source(
+    session: Session, principal: Principal, request: CreateOptimizationJobRequest
+) -> dict[str, Any] | None:
+    """Check ModelSource; for a SageMaker model, return its container to snapshot into the job."""
+    source = request.model_source
+    if (source.s3 is None) == (source.sage_maker_model is None):
+        raise ValidationException.for_member(
+            "modelSource", source.to_wire(), "Member must specify exactly one of S3 and SageMakerModel"
+        )
+    if source.s3 is not None:
+        require_s3_uri(source.s3.s3_uri, "modelSource.s3.s3Uri")
+        return None
+    assert source.sage_maker_model is not None
+    name = source.sage_maker_model.model_name
+    if not name:
+        raise ValidationException.for_member(
+            "modelSource.sageMakerModel.modelName", None, "Member must not be null"
+        )
+    model = get_sagemaker_model_by_name(session, account_id=principal.account_id, name=name)
+    if model is None:
+        raise model_not_found(principal, name)
+    container = model.primary_container or (model.containers[0] if model.containers else None)
+    if container is None or not (container.get("ModelDataSource") or container.get("ModelDataUrl")):
+        raise ValidationException(
+            f'Model "{model.arn}" has no model data to optimize: its PrimaryContainer needs '
+            "ModelDataSource.S3DataSource or ModelDataUrl pointing at the base model on S3."
+        )
+    return dict(container)
+
+
+def create_job(
+    session: Session,
+    *,
+    principal: Principal,
+    request: CreateOptimizationJobRequest,
+    dispatcher: JobDispatcher,
+    max_active_jobs: int,
+) -> OptimizationJob:
+    """Validate, insert in STARTING, commit, then enqueue. Returns the committed job."""
+    _check_optimization_configs(request)
+    _check_environment(request.optimization_environment)
+    require_s3_uri(request.output_config.s3_output_location, "outputConfig.s3OutputLocation")
+    require_unique_tag_keys(request.tags)
+    source_container = _resolve_model_source(session, principal, request)
+    active = count_active_optimization_jobs(session, account_id=principal.account_id)
+    if active >= max_active_jobs:
+        raise ResourceLimitExceeded(
+            f"The account already has {active} active optimization jobs (limit {max_active_jobs}); "
+            "wait for one to finish or stop one."
+        )
+    arn = optimization_job_arn(
+        region=principal.region, aws_account_id=principal.aws_account_id, name=request.optimization_job_name
+    )
+    try:
+        job = create_optimization_job(
+            session,
+            account_id=principal.account_id,
+            name=request.optimization_job_name,
+            region=principal.region,
+            arn=arn,
+            role_arn=request.role_arn,
+            model_source=request.model_source.to_wire(),
+            deployment_instance_type=request.deployment_instance_type,
+            max_instance_count=request.max_instance_count,
+            optimization_environment=request.optimization_environment,
+            optimization_configs=[config.to_wire() for config in request.optimization_configs],
+            output_config=request.output_config.to_wire(),
+            stopping_condition=request.stopping_condition.to_wire(),
+            vpc_config=None if request.vpc_config is None else request.vpc_config.to_wire(),
+            training_plan_arns=request.training_plan_arns,
+            optimization_types=[SPECULATIVE_DECODING],
+            source_model_container=source_container,
+        )
+    except NameAlreadyExistsError:
+        raise ResourceInUse(
+            "Optimization job names must be unique within an AWS account and region, and an optimization "
+            f"job with this name already exists ({arn})."
+        ) from None
+    tag_new_resource(session, principal=principal, arn=arn, tags=request.tags)
+    session.commit()
+    _enqueue(session, job, dispatcher)
+    return job
+
+
+def _enqueue(session: Session, job: OptimizationJob, dispatcher: JobDispatcher) -> None:
+    try:
+        task_id = dispatcher.enqueue_optimization_job(job.id)
+    except Exception as error:
+        # The job row exists and was acknowledged to nobody yet; failing it (instead of
+        # leaving it STARTING for ever) tells the caller what happened via DescribeOptimizationJob.
+        logger.exception("could not queue optimization job %s", job.id)
+        transition_optimization_job(
+            session,
+            job=job,
+            status=OptimizationJobStatus.FAILED,
+            message="The job could not be queued for a worker",
+            failure_reason=f"The job could not be queued for a worker: {error}",
+        )
+        session.commit()
+        return
+    set_job_task_id(session, job=job, task_id=task_id)
+    session.commit()
+
+
+def get_job(
+    session: Session, *, principal: Principal, name: str, for_update: bool = False
+) -> OptimizationJob:
+    job = get_optimization_job_by_name(
+        session, account_id=principal.account_id, name=name, for_update=for_update
+    )
+    if job is None:
+        raise job_not_found(name)
+    return job
+
+
+def get_job_history(session: Session, *, job: OptimizationJob) -> tuple[list[JobEvent], list[ResourceTag]]:
+    return list_job_events(session, job_id=job.id), list_resource_tags(session, resource_arn=job.arn)
+
+
+def list_jobs(
+    session: Session,
+    *,
+    principal: Principal,
+    request: ListOptimizationJobsRequest,
+    summaries_only: bool = True,
+) -> JobPage:
+    """ListOptimizationJobs; ``summaries_only=False`` loads whole rows (the dashboard shows more)."""
+    filters = JobListFilter(
+        name_contains=request.name_contains,
+        optimization_contains=request.optimization_contains,
+        status=None if request.status_equals is None else OptimizationJobStatus(request.status_equals),
+        created=TimeRange(after=request.creation_time_after, before=request.creation_time_before),
+        last_modified=TimeRange(
+            after=request.last_modified_time_after, before=request.last_modified_time_before
+        ),
+    )
+    page, fingerprint = page_request(
+        sort_by=request.sort_by,
+        sort_order=request.sort_order,
+        default_order="Ascending",
+        max_results=request.max_results,
+        default_max_results=DEFAULT_MAX_RESULTS,
+        next_token=request.next_token,
+        filters=request.model_dump(exclude={"next_token", "max_results", "sort_by", "sort_order"}),
+    )
+    result = list_optimization_jobs(
+        session, account_id=principal.account_id, page=page, filters=filters, summaries_only=summaries_only
+    )
+    return JobPage(jobs=result.items, next_token=encode_next_token(result.next_cursor, fingerprint))
+
+
+def stop_job(session: Session, *, principal: Principal, name: str, dispatcher: JobDispatcher) -> None:
+    """STARTING/INPROGRESS -> STOPPING, committed, then the workers are told. STOPPING again is a no-op."""
+    job = get_job(session, principal=principal, name=name, for_update=True)
+    if job.status is OptimizationJobStatus.STOPPING:
+        session.rollback()
+        return
+    if job.status not in STOPPABLE_STATUSES:
+        session.rollback()
+        raise ValidationException(
+            f'The optimization job "{job.name}" is in status {job.status}; only jobs in STARTING or '
+            "INPROGRESS status can be stopped."
+        )
+    transition_optimization_job(
+        session,
+        job=job,
+        status=OptimizationJobStatus.STOPPING,
+        message="Stop requested by StopOptimizationJob",
+    )
+    session.commit()
+    try:
+        dispatcher.request_stop(job.id, job.celery_task_id)
+    except Exception:
+        # The job is STOPPING in the database, which running workers poll; a lost revoke
+        # only delays the stop of a job that is still queued.
+        logger.exception("could not send the stop request for optimization job %s", job.id)
+
+
+def delete_job(session: Session, *, principal: Principal, name: str) -> None:
+    job = get_job(session, principal=principal, name=name, for_update=True)
+    if not job.status.is_terminal:
+        session.rollback()
+        raise ValidationException(
+            f'Cannot delete optimization job "{job.name}" in status {job.status}. Stop the job and delete it '
+            "after it reaches COMPLETED, FAILED or STOPPED."
+        )
+    delete_resource_tags(session, resource_arn=job.arn)
+    delete_optimization_job(session, job=job)
+    session.commit()

@@ -1,0 +1,317 @@
+"""Continuous-batching serving engine with EAGLE-3 speculative decoding.
+
+One background thread owns the models and runs steps; any thread submits requests.
+Each step:
+
+1. Requests waiting in the queue join, up to ``max_batch_size``; finished or cancelled
+   ones have left after the previous step.
+2. The speculation policy picks K for this batch size. Every prefilled sequence with a
+   head drafts up to K tokens (fewer near its ``max_new_tokens``) from its own draft
+   cache; the head runs once per chain step for all of them
+   (``speculative.batch_draft.propose_batch``).
+3. One target forward over the packed new tokens of every sequence: a joining
+   sequence's prompt, the others' pending token plus their drafts
+   (``trainer.packed.target``).
+4. Each sequence verifies its own drafts (greedy or speculative sampling, from
+   ``speculative.verification``), keeps its accepted prefix plus the target's token,
+   and crops its KV cache by the drafts it rejected: acceptance is ragged.
+
+Without a head (or with K = 0) it is plain decoding on the same engine, the baseline a
+speedup is measured against. Greedy output equals the target's plain greedy decoding of
+each request alone (see ``packed_attention`` for why it is exact).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import torch
+from transformers import PreTrainedModel
+
+from serving.metrics import EngineMetrics
+from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
+from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
+from speculative.batch_draft import DraftRequest, propose_batch
+from speculative.decoder import SpeculativeDecoder, _check_head_fits, _eos_of
+from speculative.draft import Drafter, Proposal
+from speculative.packed_linear import pack_linear_layers, packing_available
+from speculative.sequence import SequenceState
+from trainer.eagle.model import Eagle3DraftModel
+from trainer.packed.attention import SequenceKV
+from trainer.packed.target import PackedTarget, Segment, SegmentOutput
+
+logger = logging.getLogger(__name__)
+
+# How often an idle engine thread wakes up to notice ``close``.
+_IDLE_POLL_SECONDS = 0.1
+
+
+@dataclass(slots=True)
+class _Active:
+    """A request in the batch."""
+
+    handle: RequestHandle
+    sequence: SequenceState
+    cache: SequenceKV
+    generator: torch.Generator | None
+    drafter: Drafter | None
+    session: ExitStack = field(default_factory=ExitStack)
+    unseen: torch.Tensor | None = None  # target features the head has no cache entries for yet
+    prefilled: bool = False
+
+
+class ServingEngine:
+    """Serves many requests at once; ``submit`` from any thread, results via the handle.
+
+    ``speculation`` defaults to adaptive K with a head and plain decoding without one.
+    Like ``SpeculativeDecoder``, the engine packs the linear layers of target and head
+    for oneDNN on a CPU and switches the target to packed attention: the models are
+    the engine's from then on.
+    """
+
+    def __init__(
+        self,
+        target: PreTrainedModel,
+        head: Eagle3DraftModel | None = None,
+        *,
+        speculation: SpeculationPolicy | None = None,
+        max_batch_size: int = 8,
+        eos_token_ids: Iterable[int] | None = None,
+        pack_weights: bool | None = None,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        self.device = target.device
+        self.vocab_size = int(target.config.get_text_config().vocab_size)
+        self.eos_token_ids = frozenset(eos_token_ids if eos_token_ids is not None else _eos_of(target))
+        self.max_batch_size = max_batch_size
+        self.head: Eagle3DraftModel | None = None
+        if head is not None:
+            _check_head_fits(head, target, self.vocab_size)
+            self.head = head.to(device=self.device, dtype=target.dtype).eval()
+        self.speculation: SpeculationPolicy = speculation or (
+            AdaptiveSpeculation() if head is not None else FixedSpeculation(0)
+        )
+        if self.speculation.max_tokens > 0 and self.head is None:
+            raise ValueError("speculative decoding (K > 0) needs a draft head")
+        if pack_weights if pack_weights is not None else packing_available(self.device):
+            pack_linear_layers(target.eval())  # type: ignore[no-untyped-call]
+            if self.head is not None:
+                pack_linear_layers(self.head)
+        self.target = PackedTarget(target.eval(), head.config.aux_layer_ids if head is not None else None)  # type: ignore[no-untyped-call]
+        self.metrics = EngineMetrics(max_positions=self.speculation.max_tokens)
+        self._queue: queue.Queue[RequestHandle] = queue.Queue()
+        self._active: list[_Active] = []
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="eaglenest-engine", daemon=True)
+        self._thread.start()
+
+    # --- client side -------------------------------------------------------------------
+
+    def submit(self, request: GenerationRequest, on_event: EventSink | None = None) -> RequestHandle:
+        if self._stopping.is_set():
+            raise RuntimeError("the serving engine is closed")
+        bad = [token for token in request.prompt_ids if not 0 <= token < self.vocab_size]
+        if bad:
+            raise ValueError(
+                f"prompt contains ids outside the vocabulary 0..{self.vocab_size - 1}: {bad[:5]}"
+            )
+        handle = RequestHandle(request, on_event)
+        self._queue.put(handle)
+        self.metrics.waiting.set(self._queue.qsize())
+        return handle
+
+    def generate(self, request: GenerationRequest, timeout: float | None = None) -> list[int]:
+        """Submit and wait: the new token ids."""
+        return self.submit(request).wait(timeout)
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+        self.target.close()
+
+    def __enter__(self) -> ServingEngine:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- engine thread -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._admit()
+            if not self._active:
+                continue
+            try:
+                with torch.inference_mode():
+                    self._step()
+            except Exception as exc:  # one bad step must not take the server down
+                logger.exception(
+                    "engine step failed; failing the %d requests in the batch", len(self._active)
+                )
+                for active in self._active:
+                    self._finish(active, TokenEvent([], "error", error=f"{type(exc).__name__}: {exc}"))
+            self._retire()
+        for active in self._active:
+            self._finish(active, TokenEvent([], "cancelled", error="the engine was closed"))
+        while not self._queue.empty():
+            self._queue.get_nowait().deliver(TokenEvent([], "cancelled", error="the engine was closed"))
+
+    def _admit(self) -> None:
+        """Move queued requests into the batch; waits a little when there is nothing to do."""
+        while len(self._active) < self.max_batch_size:
+            try:
+                handle = (
+                    self._queue.get(timeout=_IDLE_POLL_SECONDS)
+                    if not self._active
+                    else self._queue.get_nowait()
+                )
+            except queue.Empty:
+                break
+            if handle.cancelled.is_set():
+                handle.deliver(TokenEvent([], "cancelled"))
+                continue
+            self._active.append(self._activate(handle))
+        self.metrics.waiting.set(self._queue.qsize())
+        self.metrics.running.set(len(self._active))
+
+    def _activate(self, handle: RequestHandle) -> _Active:
+        request = handle.request
+        generator = None
+        if not request.sampling.greedy:
+            generator = torch.Generator(device=self.device)
+            if request.seed is None:
+                generator.seed()
+            else:
+                generator.manual_seed(request.seed)
+        sequence = SequenceState(
+            list(request.prompt_ids),
+            max_new_tokens=request.max_new_tokens,
+            eos_token_ids=frozenset() if request.ignore_eos else self.eos_token_ids,
+        )
+        active = _Active(handle, sequence, self.target.new_cache(), generator, drafter=None)
+        if self.head is not None and self.speculation.max_tokens > 0:
+            drafter = Drafter(self.head, self.vocab_size)
+            active.session.enter_context(drafter.session())
+            active.drafter = drafter
+        return active
+
+    def _step(self) -> None:
+        k = self.speculation.num_tokens(len(self._active)) if self.head is not None else 0
+        proposals = self._draft(k)
+        segments = [
+            self._segment(active, proposal) for active, proposal in zip(self._active, proposals, strict=True)
+        ]
+        outputs = self.target.forward(segments)
+        for active, proposal, output in zip(self._active, proposals, outputs, strict=True):
+            self._advance(active, proposal, output)
+        self.metrics.record_step(k)
+
+    def _draft(self, k: int) -> list[Proposal | None]:
+        """Up to ``k`` drafts for every sequence that can take them, in one batch."""
+        proposals: list[Proposal | None] = [None] * len(self._active)
+        if self.head is None or k < 1:
+            return proposals
+        drafting: list[int] = []
+        requests: list[DraftRequest] = []
+        for index, active in enumerate(self._active):
+            request = self._draft_request(active, k)
+            if request is not None:
+                drafting.append(index)
+                requests.append(request)
+        for index, proposal in zip(drafting, propose_batch(self.head, requests), strict=True):
+            proposals[index] = proposal
+        return proposals
+
+    def _draft_request(self, active: _Active, k: int) -> DraftRequest | None:
+        num_drafts = min(k, active.sequence.remaining - 1)
+        if active.drafter is None or not active.prefilled or num_drafts < 1 or active.unseen is None:
+            return None
+        # The head's entries lag the target by the positions it has not seen features of.
+        next_ids = active.sequence.tokens_in(active.drafter.length + 1, active.cache.length + 1)
+        return DraftRequest(
+            drafter=active.drafter,
+            aux_hidden_states=active.unseen,
+            next_token_ids=torch.tensor(next_ids, dtype=torch.long, device=self.device),
+            num_tokens=num_drafts,
+            params=active.handle.request.sampling,
+            generator=active.generator,
+        )
+
+    @staticmethod
+    def _segment(active: _Active, proposal: Proposal | None) -> Segment:
+        if not active.prefilled:
+            return Segment(active.cache, active.sequence.prompt_ids, keep=1)
+        tokens = [active.sequence.last_token]
+        if proposal is not None:
+            tokens += [int(token) for token in proposal.token_ids.tolist()]
+        return Segment(active.cache, tokens, keep=len(tokens))
+
+    def _advance(self, active: _Active, proposal: Proposal | None, output: SegmentOutput) -> None:
+        params = active.handle.request.sampling
+        if proposal is None:
+            token = SpeculativeDecoder._pick(output.logits[-1], params, active.generator)
+            if not active.prefilled:
+                self.metrics.prompt_tokens.inc(len(active.sequence.prompt_ids))
+                active.prefilled = True
+            self._keep_features(active, output.features)
+            self._emit(active, [token])
+            return
+        verdict = SpeculativeDecoder._verify(
+            proposal.token_ids, proposal.probs, output.logits, params, active.generator
+        )
+        proposed = int(proposal.token_ids.shape[0])
+        active.cache.crop(active.cache.length - (proposed - verdict.accepted))
+        assert output.features is not None  # a head's forward always captures
+        active.unseen = output.features[: verdict.accepted + 1]
+        active.handle.stats.proposed_per_step.append(proposed)
+        active.handle.stats.accepted_per_step.append(verdict.accepted)
+        self.speculation.observe(proposed, verdict.accepted)
+        self.metrics.record_verification(proposed, verdict.accepted)
+        self._emit(active, [*proposal.token_ids[: verdict.accepted].tolist(), verdict.next_token])
+
+    @staticmethod
+    def _keep_features(active: _Active, features: torch.Tensor | None) -> None:
+        """Without drafts this step, the head still needs these positions' features later."""
+        if features is None or active.drafter is None:
+            return
+        active.unseen = features if active.unseen is None else torch.cat([active.unseen, features])
+
+    def _emit(self, active: _Active, token_ids: list[int]) -> None:
+        sequence = active.sequence
+        before = len(sequence.new_token_ids)
+        sequence.emit(token_ids)
+        new = sequence.new_token_ids[before:]
+        self.metrics.generation_tokens.inc(len(new))
+        active.handle.deliver(TokenEvent(new, sequence.finish_reason))
+
+    def _retire(self) -> None:
+        still: list[_Active] = []
+        for active in self._active:
+            if active.sequence.finished or active.handle.done:
+                self._release(active)
+            elif active.handle.cancelled.is_set():
+                self._finish(active, TokenEvent([], "cancelled"))
+            else:
+                still.append(active)
+        self._active = still
+        self.metrics.running.set(len(still))
+
+    def _finish(self, active: _Active, event: TokenEvent) -> None:
+        if not active.handle.done:
+            active.handle.deliver(event)
+        self._release(active)
+
+    def _release(self, active: _Active) -> None:
+        active.session.close()
+        if active.handle.finish_reason is not None:
+            self.metrics.requests_finished.labels(finished_reason=active.handle.finish_reason).inc()

@@ -1,0 +1,126 @@
+"""The EAGLE-3 head proposing a chain of draft tokens from its own KV cache.
+
+Cache layout: entry ``p`` holds (fused target feature of token p, embedding of token
+p+1) at position p and predicts token p+2. Only entries built from real target features
+stay in the cache between rounds; the chain's own entries are dropped after each
+proposal, and the accepted positions come back next round with the target's features
+(as vLLM's EAGLE-3 proposer does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from speculative.sampling import SamplingParams, probabilities, sample
+from trainer.eagle.model import DraftKVCache, Eagle3DraftModel
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    token_ids: torch.Tensor  # [K] target-vocabulary ids
+    probs: torch.Tensor | None  # [K, V_target] draft distributions (sampling only), 0 outside the draft vocab
+
+
+class Drafter:
+    """Runs ``head`` for one sequence (batch 1)."""
+
+    def __init__(self, head: Eagle3DraftModel, target_vocab_size: int) -> None:
+        self.head = head
+        self.target_vocab_size = target_vocab_size
+        # Target id of every draft id, precomputed once: target_id = draft_id + d2t[draft_id].
+        d2t = head.get_buffer("d2t")
+        self.draft_to_target = head.draft_to_target_ids(torch.arange(len(d2t), device=d2t.device))
+        self._cache: DraftKVCache | None = None
+
+    @contextmanager
+    def session(self) -> Iterator[Drafter]:
+        self._cache = DraftKVCache()
+        try:
+            yield self
+        finally:
+            self._cache = None
+
+    @property
+    def cache(self) -> DraftKVCache:
+        return self._require_cache()
+
+    @property
+    def length(self) -> int:
+        """Entries built from target features."""
+        return self._require_cache().length
+
+    def propose(
+        self,
+        aux_hidden_states: torch.Tensor,
+        next_token_ids: torch.Tensor,
+        *,
+        num_tokens: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+    ) -> Proposal:
+        """Add entries for the new target features, then draft ``num_tokens`` tokens.
+
+        ``aux_hidden_states`` [n, 3H] are the features of positions ``length ..
+        length+n-1``; ``next_token_ids`` [n] the tokens one position later (the last one
+        is the token the target has not processed yet).
+        """
+        if num_tokens < 1:
+            raise ValueError(f"num_tokens must be at least 1, got {num_tokens}")
+        cache = self._require_cache()
+        prenorm, committed = self.commit(aux_hidden_states, next_token_ids)
+        tokens: list[torch.Tensor] = []
+        token_probs: list[torch.Tensor] = []
+        for step in range(num_tokens):
+            logits = self.head.compute_logits(prenorm)[0, 0]
+            token = self.choose(logits, params, generator, token_probs)
+            tokens.append(token)
+            if step + 1 < num_tokens:
+                # The chain feeds the head's own output back with the token it just drafted.
+                position = torch.tensor([[committed + step]], device=next_token_ids.device)
+                prenorm = self.head(token.view(1, 1), prenorm, position, cache)
+        cache.crop(committed)
+        return Proposal(
+            token_ids=torch.stack(tokens),
+            probs=torch.stack(token_probs) if token_probs else None,
+        )
+
+    def commit(
+        self, aux_hidden_states: torch.Tensor, next_token_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, int]:
+        """Cache entries for the new target features: (the last entry's output [1, 1, H],
+        the number of committed entries). Draft entries added after this are dropped with
+        ``cache.crop(committed)`` once the proposal is made."""
+        cache = self._require_cache()
+        committed = cache.length + next_token_ids.shape[0]
+        positions = torch.arange(cache.length, committed, device=next_token_ids.device).unsqueeze(0)
+        hidden = self.head.fuse(aux_hidden_states.unsqueeze(0))
+        prenorm = self.head(next_token_ids.unsqueeze(0), hidden, positions, cache)[:, -1:]
+        return prenorm, committed
+
+    def choose(
+        self,
+        logits: torch.Tensor,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+        token_probs: list[torch.Tensor],
+    ) -> torch.Tensor:
+        """The next draft token as a 0-d target id; records its distribution when sampling."""
+        if params.greedy:
+            return self.draft_to_target[logits.argmax()]
+        if generator is None:
+            raise ValueError("sampled drafting needs a generator")
+        probs = probabilities(logits, params)
+        draft_id = sample(probs, generator)
+        full = probs.new_zeros(self.target_vocab_size)
+        full[self.draft_to_target] = probs
+        token_probs.append(full)
+        return self.draft_to_target[draft_id]
+
+    def _require_cache(self) -> DraftKVCache:
+        if self._cache is None:
+            raise RuntimeError("Drafter used outside session()")
+        return self._cache

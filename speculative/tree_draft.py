@@ -1,0 +1,126 @@
+"""Growing a draft tree with the EAGLE-3 head (EAGLE-2's dynamic tree, greedy decoding).
+
+Each level runs the head once over the ``top_k`` most likely nodes found so far at that
+depth (the frontier) and gives each of them its ``top_k`` best next tokens. A node's
+score is the head's log-probability of the whole path from the root to it, an estimate
+of the chance the target accepts that path. After ``depth`` levels, the ``num_nodes``
+highest-scoring nodes of every level together form the tree the target verifies.
+
+A child never scores above its parent (log-probabilities are at most 0), and ties keep
+the older node first, so the chosen nodes always include every chosen node's parent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from speculative.draft import Drafter
+from speculative.tree import DraftTree
+
+
+@dataclass(frozen=True, slots=True)
+class TreeShape:
+    """How wide and deep a draft tree grows and how many of its nodes the target verifies."""
+
+    depth: int = 5
+    top_k: int = 4
+    num_nodes: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("depth", "top_k", "num_nodes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"tree {name} must be at least 1, got {getattr(self, name)}")
+
+    @classmethod
+    def parse(cls, text: str) -> TreeShape:
+        """``DEPTHxTOP_KxNODES``, e.g. ``5x4x16`` (command lines)."""
+        parts = text.lower().split("x")
+        if len(parts) != 3 or not all(part.isdigit() for part in parts):
+            raise ValueError(f"a tree shape is DEPTHxTOP_KxNODES, e.g. 5x4x16; got {text!r}")
+        depth, top_k, num_nodes = (int(part) for part in parts)
+        return cls(depth=depth, top_k=top_k, num_nodes=num_nodes)
+
+    def __str__(self) -> str:
+        return f"{self.depth}x{self.top_k}x{self.num_nodes}"
+
+    def limited_to(self, depth: int) -> TreeShape:
+        """The same shape, no deeper than ``depth`` (near the end of a generation)."""
+        return TreeShape(depth=min(self.depth, depth), top_k=self.top_k, num_nodes=self.num_nodes)
+
+
+@dataclass(slots=True)
+class _Nodes:
+    """Every node drafted this round, in creation order (parents first)."""
+
+    token_ids: list[torch.Tensor]  # target ids, one [n] tensor per level
+    parents: list[torch.Tensor]
+    scores: list[torch.Tensor]
+
+
+def propose_tree(
+    drafter: Drafter, aux_hidden_states: torch.Tensor, next_token_ids: torch.Tensor, shape: TreeShape
+) -> DraftTree:
+    """Commit the new target features to the head's cache, grow a tree, keep its best nodes.
+
+    Arguments are those of ``Drafter.propose``. The head's entries for tree nodes are
+    dropped again before returning, as the chain's are.
+    """
+    head = drafter.head
+    cache = drafter.cache
+    prenorm, committed = drafter.commit(aux_hidden_states, next_token_ids)
+    device = next_token_ids.device
+    log_probs = torch.log_softmax(head.compute_logits(prenorm)[0].float(), dim=-1)  # [1, V_draft]
+    scores, draft_ids = log_probs.topk(min(shape.top_k, log_probs.shape[-1]), dim=-1)
+    nodes = _Nodes(
+        token_ids=[drafter.draft_to_target[draft_ids[0]]],
+        parents=[torch.full((draft_ids.shape[1],), -1, dtype=torch.long, device=device)],
+        scores=[scores[0]],
+    )
+    frontier = torch.arange(draft_ids.shape[1], device=device)  # node indices to expand next
+    frontier_hidden = prenorm.expand(1, draft_ids.shape[1], -1)  # the output that drafted each
+    slot_of_node: dict[int, int] = {}  # node index -> its entry in the head's cache
+    for level in range(1, shape.depth):
+        count = len(frontier)
+        all_tokens = torch.cat(nodes.token_ids)
+        all_parents = torch.cat(nodes.parents).tolist()
+        mask = torch.zeros(count, cache.length + count, dtype=torch.bool, device=device)
+        mask[:, :committed] = True
+        for row, node in enumerate(frontier.tolist()):
+            mask[row, cache.length + row] = True
+            ancestor = all_parents[node]
+            while ancestor >= 0:
+                mask[row, slot_of_node[ancestor]] = True
+                ancestor = all_parents[ancestor]
+        for row, node in enumerate(frontier.tolist()):
+            slot_of_node[node] = cache.length + row
+        positions = torch.full((1, count), committed + level - 1, dtype=torch.long, device=device)
+        output = head(all_tokens[frontier][None], frontier_hidden, positions, cache, mask[None, None])
+        log_probs = torch.log_softmax(head.compute_logits(output)[0].float(), dim=-1)  # [count, V]
+        child_scores, child_ids = log_probs.topk(min(shape.top_k, log_probs.shape[-1]), dim=-1)
+        parent_scores = torch.cat(nodes.scores)[frontier]
+        level_scores = (parent_scores[:, None] + child_scores).flatten()
+        first = sum(len(level_tokens) for level_tokens in nodes.token_ids)
+        nodes.token_ids.append(drafter.draft_to_target[child_ids.flatten()])
+        nodes.parents.append(frontier.repeat_interleave(child_ids.shape[1]))
+        nodes.scores.append(level_scores)
+        best = level_scores.topk(min(shape.top_k, len(level_scores))).indices
+        frontier = first + best
+        frontier_hidden = output[:, best // child_ids.shape[1]]
+    cache.crop(committed)
+    return _best_nodes(nodes, shape.num_nodes)
+
+
+def _best_nodes(nodes: _Nodes, num_nodes: int) -> DraftTree:
+    scores = torch.cat(nodes.scores)
+    # Highest score first, the older node first among equals: a parent precedes its children.
+    order = sorted(range(len(scores)), key=lambda index: (-float(scores[index]), index))
+    chosen = sorted(order[:num_nodes])  # creation order is parents-first
+    new_index = {old: new for new, old in enumerate(chosen)}
+    parents = torch.cat(nodes.parents).tolist()
+    if any(parents[old] >= 0 and parents[old] not in new_index for old in chosen):
+        raise RuntimeError("draft tree selection dropped a chosen node's parent")
+    token_ids = torch.cat(nodes.token_ids)[chosen]
+    new_parents = [new_index[parents[old]] if parents[old] >= 0 else -1 for old in chosen]
+    return DraftTree(token_ids=token_ids, parents=torch.tensor(new_parents, dtype=torch.long))

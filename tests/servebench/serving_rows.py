@@ -1,0 +1,24 @@
+"""A serving benchmark row with plausible guidellm numbers, for report and recommendation tests."""
+
+from __future__ import annotations
+
+from servebench.serving_report import ServingRow
+
+
+def serving_row(configuration: str, concurrency: int, head: str | None, **overrides: object) -> ServingRow:
+    fields: dict[str, object] = {
+        "configuration": configuration,
+        "concurrency": concurrency,
+        "head_dir": head,
+        "ttft_ms": 50.0,
+        "tpot_ms": 20.0,
+        "itl_ms": 18.0,
+        "request_throughput": 0.5,
+        "output_throughput": 48.0,
+        "otps_per_request": 45.0,
+        "successful_requests": 4,
+        "errored_requests": 0,
+        "output_tokens_mean": 96.0,
+        "prompt_tokens_mean": 120.0,
+    }
+    return ServingRow.model_validate(fields | overrides)

@@ -1,0 +1,66 @@
+"""Sampled speculative decoding in a batch draws from the target's own distribution."""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedModel
+
+from serving import FixedSpeculation, GenerationRequest, ServingEngine
+from speculative.sampling import SamplingParams, probabilities
+from tests.speculative.engine_doubles import random_head, tiny_target
+
+PROMPT = [5, 17, 30, 8]
+PARAMS = SamplingParams(temperature=1.3, top_p=0.95)
+SAMPLES = 1000
+
+
+def exact_marginals(target: PreTrainedModel) -> list[torch.Tensor]:
+    """p(x1), p(x2) and p(x3) under ``PARAMS``, summing over every prefix."""
+    vocab = int(target.config.vocab_size)
+    with torch.inference_mode():
+        first = probabilities(target(torch.tensor([PROMPT])).logits[0, -1], PARAMS)  # [V]
+        ones = torch.tensor([[*PROMPT, a] for a in range(vocab)])
+        second = probabilities(target(ones).logits[:, -1], PARAMS)  # [V(x1), V(x2)]
+        twos = torch.tensor([[*PROMPT, a, b] for a in range(vocab) for b in range(vocab)])
+        third = probabilities(target(twos).logits[:, -1], PARAMS).view(vocab, vocab, vocab)
+    joint12 = first[:, None] * second  # p(x1, x2)
+    return [first, joint12.sum(0), (joint12[:, :, None] * third).sum((0, 1))]
+
+
+def total_variation(samples: list[int], exact: torch.Tensor) -> float:
+    counts = torch.bincount(torch.tensor(samples), minlength=exact.shape[0]).double()
+    return float(0.5 * (counts / counts.sum() - exact.double()).abs().sum())
+
+
+def test_token_marginals_match_the_target() -> None:
+    target = tiny_target("LlamaForCausalLM", vocab_size=32)
+    target.generation_config.eos_token_id = None
+    marginals = exact_marginals(target)
+    # A head of the same family drafts plausible tokens: both accepts and rejections occur.
+    head = random_head(target, seed=3)
+    with ServingEngine(
+        target, head, speculation=FixedSpeculation(2), max_batch_size=8, eos_token_ids=[]
+    ) as engine:
+        handles = [
+            engine.submit(GenerationRequest(PROMPT, 4, sampling=PARAMS, seed=seed)) for seed in range(SAMPLES)
+        ]
+        outputs = [handle.wait(120) for handle in handles]
+    accepted = sum(sum(h.stats.accepted_per_step) for h in handles)
+    proposed = sum(sum(h.stats.proposed_per_step) for h in handles)
+
+    assert 0 < accepted < proposed  # the rejection path and the acceptance path both ran
+    # Sampling noise at this size is ~0.04 in total variation; a biased verifier is far off.
+    for position, exact in enumerate(marginals):
+        assert total_variation([o[position] for o in outputs], exact) < 0.08, f"token {position + 1}"
+
+
+def test_same_seed_gives_the_same_sample_whatever_the_batch() -> None:
+    target = tiny_target("LlamaForCausalLM")
+    target.generation_config.eos_token_id = None
+    request = GenerationRequest(PROMPT, 16, sampling=PARAMS, seed=7)
+    with ServingEngine(target, random_head(target), speculation=FixedSpeculation(2)) as engine:
+        alone = engine.generate(request, timeout=60)
+        crowd = [engine.submit(GenerationRequest(PROMPT, 16, sampling=PARAMS, seed=s)) for s in range(4)]
+        again = engine.submit(request)
+        assert again.wait(60) == alone
+        [handle.wait(60) for handle in crowd]

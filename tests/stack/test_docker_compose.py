@@ -1,0 +1,176 @@
+"""docker-compose.yml and the Dockerfile, checked statically: Docker cannot run in this environment.
+
+Compose's own interpolation rules (``${VAR:?message}``, ``${VAR:-default}``, ``${VAR-default}``)
+are applied by a small interpreter below, so the tests see the values containers would get.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cli.main import build_parser
+from db.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[3]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+REQUIRED_VARIABLES = {"POSTGRES_PASSWORD", "EAGLENEST_SECRET_KEY", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY"}
+PRODUCTION_ENV = {
+    "POSTGRES_PASSWORD": "pg-secret",
+    "EAGLENEST_SECRET_KEY": "a-private-production-key",
+    "S3_ACCESS_KEY_ID": "AKIAPRODUCTION",
+    "S3_SECRET_ACCESS_KEY": "s3-secret",
+}
+# Read by Celery/billiard themselves, not by Settings.
+CELERY_VARIABLES = {"REMAP_SIGTERM"}
+_VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:\?|:-|-|\?)(?P<arg>[^}]*))?\}")
+
+
+class MissingVariableError(Exception):
+    pass
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        return {key: interpolate(item, env) for key, item in value.items()}
+    if isinstance(value, list):
+        return [interpolate(item, env) for item in value]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        name, op, arg = match["name"], match["op"], match["arg"]
+        current = env.get(name)
+        if op == ":?" and not current:
+            raise MissingVariableError(f"{name}: {arg}")
+        if op == ":-" and not current:
+            return arg
+        if op == "-" and current is None:
+            return arg
+        return current or ""
+
+    return _VARIABLE.sub(substitute, value)
+
+
+@pytest.fixture(scope="module")
+def raw_compose() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(COMPOSE_FILE.read_text())
+    return document
+
+
+@pytest.fixture(scope="module")
+def compose(raw_compose: dict[str, Any]) -> dict[str, Any]:
+    resolved: dict[str, Any] = interpolate(raw_compose, PRODUCTION_ENV)
+    return resolved
+
+
+def test_the_stack_has_every_service(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) == {"db", "redis", "s3", "prestart", "api", "worker"}
+    assert compose["services"]["s3"]["image"].startswith("chrislusf/seaweedfs:")
+    assert compose["services"]["s3"]["command"][:2] == ["server", "-s3"]
+
+
+@pytest.mark.parametrize("service", ["db", "redis", "s3", "api"])
+def test_long_running_services_have_healthchecks(compose: dict[str, Any], service: str) -> None:
+    healthcheck = compose["services"][service]["healthcheck"]
+    assert healthcheck["test"][0] in {"CMD", "CMD-SHELL"}
+    assert healthcheck["retries"] >= 3
+
+
+def test_postgres_healthcheck_asks_the_database_itself(compose: dict[str, Any]) -> None:
+    assert "pg_isready" in compose["services"]["db"]["healthcheck"]["test"][1]
+
+
+@pytest.mark.parametrize("service", ["api", "worker"])
+def test_app_services_start_after_migration_and_healthy_dependencies(
+    compose: dict[str, Any], service: str
+) -> None:
+    depends_on = compose["services"][service]["depends_on"]
+    assert depends_on["prestart"] == {"condition": "service_completed_successfully"}
+    for dependency in ("db", "redis", "s3"):
+        assert depends_on[dependency]["condition"] == "service_healthy"
+
+
+def test_prestart_waits_for_the_database_then_migrates(compose: dict[str, Any]) -> None:
+    prestart = compose["services"]["prestart"]
+    assert prestart["depends_on"]["db"]["condition"] == "service_healthy"
+    script = prestart["entrypoint"][-1]
+    assert script.index("eaglenest wait-for-services") < script.index("eaglenest migrate")
+    assert "restart" not in prestart  # a one-shot step
+
+
+def test_required_variables_have_no_defaults(raw_compose: dict[str, Any]) -> None:
+    text = COMPOSE_FILE.read_text()
+    required = {match["name"] for match in _VARIABLE.finditer(text) if match["op"] == ":?"}
+    assert required == REQUIRED_VARIABLES
+    for match in _VARIABLE.finditer(text):
+        if match["name"] in REQUIRED_VARIABLES:
+            assert (match["op"], match["arg"]) == (":?", "Variable not set")
+
+
+@pytest.mark.parametrize("missing", sorted(REQUIRED_VARIABLES))
+def test_compose_refuses_to_start_without_a_required_variable(
+    raw_compose: dict[str, Any], missing: str
+) -> None:
+    env = {key: value for key, value in PRODUCTION_ENV.items() if key != missing}
+    with pytest.raises(MissingVariableError, match=f"^{missing}: Variable not set$"):
+        interpolate(raw_compose, env)
+
+
+@pytest.mark.parametrize("service", ["prestart", "api", "worker"])
+def test_app_environment_is_valid_production_settings(compose: dict[str, Any], service: str) -> None:
+    environment = compose["services"][service]["environment"]
+    fields = {}
+    for key, value in environment.items():
+        if key in CELERY_VARIABLES:
+            continue
+        assert key.startswith("EAGLENEST_"), key
+        name = key.removeprefix("EAGLENEST_").lower()
+        assert name in Settings.model_fields, f"{key} is not a Settings field"
+        fields[name] = value
+    settings = Settings(**fields)  # runs the production safety checks
+    assert settings.environment == "production"
+    assert settings.database_url == "postgresql+psycopg://eaglenest:pg-secret@db:5432/eaglenest"
+    assert settings.broker_url.startswith("redis://redis:6379/")
+    assert settings.s3_endpoint_url == "http://s3:8333"
+
+
+@pytest.mark.parametrize("service", ["api", "worker"])
+def test_app_commands_are_real_eaglenest_subcommands(compose: dict[str, Any], service: str) -> None:
+    args = build_parser().parse_args(compose["services"][service]["command"])
+    assert callable(args.handler)
+
+
+def test_stopping_a_worker_requeues_its_job_before_docker_kills_it(compose: dict[str, Any]) -> None:
+    worker = compose["services"]["worker"]
+    assert worker["environment"]["REMAP_SIGTERM"] == "SIGQUIT"
+    grace = float(worker["environment"]["EAGLENEST_WORKER_SHUTDOWN_GRACE_SECONDS"])
+    assert grace + 10 <= int(worker["stop_grace_period"].removesuffix("s"))
+
+
+def test_seaweedfs_gets_the_s3_credentials_as_its_identity_file(compose: dict[str, Any]) -> None:
+    s3 = compose["services"]["s3"]
+    target = s3["configs"][0]["target"]
+    assert f"-s3.config={target}" in s3["command"]
+    identities = json.loads(compose["configs"][s3["configs"][0]["source"]]["content"])
+    credentials = identities["identities"][0]["credentials"][0]
+    assert credentials == {"accessKey": "AKIAPRODUCTION", "secretKey": "s3-secret"}
+
+
+def test_dockerfile_installs_cpu_torch_before_the_project() -> None:
+    lines = [line.strip() for line in DOCKERFILE.read_text().splitlines()]
+    torch_line = next(i for i, line in enumerate(lines) if line.startswith('RUN pip install "torch=='))
+    project_line = next(i for i, line in enumerate(lines) if "pip install -c requirements.lock ." in line)
+    assert torch_line < project_line
+    # The locked versions the suite passed on, copied in before the install that uses them.
+    assert any(line.startswith("COPY ") and "requirements.lock" in line for line in lines[:project_line])
+    assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in lines
+    assert 'ENTRYPOINT ["eaglenest"]' in lines
+    for source in ("api", "db", "migrations", "trainer", "worker"):
+        assert f"COPY {source} ./{source}" in lines

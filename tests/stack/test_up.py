@@ -1,0 +1,170 @@
+"""`eaglenest up` as a user runs it: a subprocess, driven with the AWS CLI and boto3, then SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import psutil
+import pytest
+
+from db.settings import Settings
+from stack.ports import free_port
+from stack.stack_file import StackInfo, read_stack_file, stack_file_path
+from worker.app import get_celery_app
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+STARTUP_TIMEOUT_SECONDS = 120
+TERMINAL = {"COMPLETED", "FAILED", "STOPPED"}
+
+pytestmark = pytest.mark.slow
+
+
+class RunningStack:
+    def __init__(self, process: subprocess.Popen[bytes], info: StackInfo, output: Path) -> None:
+        self.process = process
+        self.info = info
+        self.output = output
+
+    def aws_env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": self.info.aws_access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.info.aws_secret_access_key,
+            "AWS_DEFAULT_REGION": self.info.region,
+        }
+
+    def client(self, service: str, endpoint_url: str) -> Any:
+        return boto3.client(
+            service,
+            endpoint_url=endpoint_url,
+            aws_access_key_id=self.info.aws_access_key_id,
+            aws_secret_access_key=self.info.aws_secret_access_key,
+            region_name=self.info.region,
+        )
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[RunningStack]:
+    state_dir = tmp_path / "state"
+    output = tmp_path / "up.out"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("EAGLENEST_")}
+    with output.open("wb") as sink:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cli.main",
+                "up",
+                "--state-dir",
+                str(state_dir),
+                "--port",
+                str(free_port()),
+                "--s3-port",
+                "0",
+            ],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+        while not stack_file_path(state_dir).exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"eaglenest up did not start (exit {process.poll()}):\n{output.read_text()}")
+            time.sleep(0.2)
+        yield RunningStack(process, read_stack_file(state_dir), output)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+
+
+def _wait_for_terminal(sagemaker: Any, name: str, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        job: dict[str, Any] = sagemaker.describe_optimization_job(OptimizationJobName=name)
+        if job["OptimizationJobStatus"] in TERMINAL or time.monotonic() > deadline:
+            return job
+        time.sleep(0.3)
+
+
+def test_the_embedded_stack_serves_jobs_and_stops_cleanly(stack: RunningStack) -> None:
+    info = stack.info
+    assert stack_file_path(Path(info.state_dir)).exists()
+    assert info.database_url.startswith("sqlite:///")
+    assert (info.aws_access_key_id, info.aws_secret_access_key) == ("test", "test")
+
+    # The real AWS CLI against the api.
+    listed = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("aws")),
+            "sagemaker",
+            "list-optimization-jobs",
+            "--endpoint-url",
+            info.api_url,
+        ],
+        env=stack.aws_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(listed.stdout) == {"OptimizationJobSummaries": []}
+
+    # boto3 against the embedded SeaweedFS, with the same development credentials.
+    s3 = stack.client("s3", info.s3_endpoint_url)
+    s3.create_bucket(Bucket="models")
+    s3.put_object(Bucket="models", Key="tiny/config.json", Body=b'{"model_type": "llama"}')
+    s3.put_object(Bucket="models", Key="tiny/model.safetensors", Body=b"\x00" * 16)
+    body = s3.get_object(Bucket="models", Key="tiny/config.json")["Body"].read()
+    assert json.loads(body) == {"model_type": "llama"}
+
+    # A job goes through the embedded worker, whose validation finds the model incomplete.
+    sagemaker = stack.client("sagemaker", info.api_url)
+    sagemaker.create_optimization_job(
+        OptimizationJobName="embedded-job",
+        RoleArn="arn:aws:iam::000000000000:role/eaglenest",
+        ModelSource={"S3": {"S3Uri": "s3://models/tiny/"}},
+        DeploymentInstanceType="ml.g5.2xlarge",
+        OptimizationConfigs=[{"ModelSpeculativeDecodingConfig": {"Technique": "EAGLE"}}],
+        OutputConfig={"S3OutputLocation": "s3://models/output/"},
+        StoppingCondition={"MaxRuntimeInSeconds": 600},
+    )
+    job = _wait_for_terminal(sagemaker, "embedded-job")
+    assert job["OptimizationJobStatus"] == "FAILED"
+    assert job["FailureReason"].startswith(
+        "s3://models/tiny/config.json: the model config declares no 'architectures' (model_type='llama')"
+    )
+    assert "OptimizationStartTime" in job
+
+    # Stop's revoke travels through the filesystem broker's control folder to the worker.
+    settings = Settings(
+        broker_url="filesystem://", state_dir=Path(info.state_dir), result_backend="cache+memory://"
+    )
+    get_celery_app(settings).control.revoke("revoke-probe-task-id")
+    worker_log = Path(info.logs["worker"])
+    deadline = time.monotonic() + 20
+    while "revoke-probe-task-id" not in worker_log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "revoke-probe-task-id" in worker_log.read_text()
+
+    # SIGTERM stops everything: no child or grandchild survives, stack.json is gone.
+    children = psutil.Process(stack.process.pid).children(recursive=True)
+    assert {"weed", "python3", "python"} & {child.name() for child in children}
+    assert len(children) >= 4  # seaweedfs, worker + its pool process, api
+    stack.process.send_signal(signal.SIGTERM)
+    assert stack.process.wait(timeout=60) == 0
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert [proc for proc in alive if proc.status() != psutil.STATUS_ZOMBIE] == []
+    assert not stack_file_path(Path(info.state_dir)).exists()
+    assert "SIGTERM received; stack stopped" in stack.output.read_text()

@@ -1,0 +1,147 @@
+"""Stage 'train': train (or fine-tune) the EAGLE-3 head with ``trainer.train``.
+
+The four SageMaker workflows are one call with different inputs: built-in or own data
+(stage 'data'), from scratch or from the ``eagle_model`` channel's head (``init_head_dir``).
+Checkpoints are mirrored to the job's staging prefix as the trainer writes them, so a
+redelivered job resumes from the last one; once training has finished, its result and the
+exported head are staged too and a redelivered job skips straight past this stage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from core.job_errors import JobFailedError
+from core.output_layout import HEAD_DIR, HEAD_FILES, TRAIN_RESULT, TRAIN_RUN, TRAINING_METRICS
+from trainer.config import TrainConfig
+from trainer.eagle.data import HELDOUT_FILE, PREPARED_DIR, data_fingerprint
+from trainer.eagle.reporting import TrainResult
+from trainer.train import HEAD_DIRNAME, METRICS_FILE, train
+from worker.artifacts import TrainOutput, required
+from worker.context import JobContext
+from worker.run_sync import RunDirectorySync
+from worker.train_plan import build_train_config, training_budget_minutes
+from worker.training_progress import TrainingProgress
+
+logger = logging.getLogger(__name__)
+
+RUN_DIRNAME = "train"
+
+
+def train_head(ctx: JobContext) -> None:
+    run_dir = ctx.work_dir / RUN_DIRNAME
+    sync = RunDirectorySync(ctx.s3, ctx.layout.staged(TRAIN_RUN), run_dir)
+    if ctx.s3.head(ctx.layout.staged(TRAIN_RESULT)) is not None:
+        _reuse_finished_training(ctx, sync)
+        return
+    ctx.report("Looking for a checkpoint of an earlier run of this job", fraction=0.0)
+    state = sync.restore()
+    trained_seconds = float(state.get("train_seconds") or 0.0) if state else 0.0
+    if state is not None:
+        ctx.report(f"Resuming from the checkpoint at step {state['step']} (mirrored on S3)", fraction=0.0)
+    budget = training_budget_minutes(
+        ctx.knobs, seconds_left=ctx.seconds_left(), trained_seconds=trained_seconds
+    )
+    config = _config(ctx, run_dir, budget)
+    _drop_prepared_samples_of_other_inputs(run_dir, data_fingerprint(config))
+    progress = TrainingProgress(
+        ctx, budget_seconds=None if budget is None else budget * 60, on_step=sync.sync
+    )
+    try:
+        result = train(config, progress, ctx.should_stop)
+    except ValueError as error:
+        raise JobFailedError(f"Training failed: {_with_uris(ctx, str(error))}") from error
+    finally:
+        progress.save_points()  # the steps since the last report, also of a stopped run
+    sync.sync()
+    if result.stopped:
+        ctx.check()  # raises the stop request or the deadline that made the trainer stop
+        raise RuntimeError("the trainer stopped although neither a stop nor the deadline was reached")
+    if result.head_dir is None:
+        raise RuntimeError("the trainer finished without exporting a head")
+    _stage_outputs(ctx, run_dir, result)
+
+
+def _config(ctx: JobContext, run_dir: Path, budget_minutes: float | None) -> TrainConfig:
+    model = required(ctx.artifacts.model, "the base model")
+    data = required(ctx.artifacts.data, "the training data")
+    head = ctx.artifacts.base_head
+    return build_train_config(
+        ctx.knobs,
+        overrides=ctx.settings.train_overrides,
+        model_dir=required(model.local_dir, "the cached base model"),
+        data_files=data.files,
+        run_dir=run_dir,
+        init_head_dir=None if head is None else head.local_dir,
+        budget_minutes=budget_minutes,
+    )
+
+
+def _drop_prepared_samples_of_other_inputs(run_dir: Path, fingerprint: str) -> None:
+    """Restored samples prepared from other local paths (another cache directory) would be
+    refused by the trainer; it prepares them again from the same data instead."""
+    summary = run_dir / PREPARED_DIR / "summary.json"
+    if summary.is_file() and json.loads(summary.read_text()).get("fingerprint") != fingerprint:
+        logger.info("prepared samples in %s came from other inputs; preparing them again", run_dir)
+        for path in (run_dir / PREPARED_DIR).iterdir():
+            path.unlink()
+
+
+def _stage_outputs(ctx: JobContext, run_dir: Path, result: TrainResult) -> None:
+    layout = ctx.layout
+    head_dir = run_dir / HEAD_DIRNAME
+    ctx.report("Staging the trained head and its metrics", fraction=0.99)
+    for name in HEAD_FILES:
+        ctx.s3.upload_file(head_dir / name, layout.staged(HEAD_DIR + name))
+    ctx.s3.upload_file(run_dir / METRICS_FILE, layout.staged(TRAINING_METRICS))
+    document = result.model_dump(mode="json")
+    # The marker goes last: its presence means the head and metrics above are complete.
+    ctx.s3.put_json(document, layout.staged(TRAIN_RESULT))
+    _set_output(ctx, run_dir, document)
+    ctx.report(
+        f"Trained {result.steps} steps ({result.stop_reason}); final loss "
+        f"{result.final_loss if result.final_loss is not None else 'n/a'}",
+        fraction=1.0,
+    )
+
+
+def _reuse_finished_training(ctx: JobContext, sync: RunDirectorySync) -> None:
+    layout = ctx.layout
+    ctx.report("Training finished in an earlier run of this job; reusing its staged head", fraction=0.5)
+    sync.restore()
+    run_dir = sync.run_dir
+    for name in HEAD_FILES:
+        ctx.s3.download(layout.staged(HEAD_DIR + name), run_dir / HEAD_DIRNAME / name)
+    ctx.s3.download(layout.staged(TRAINING_METRICS), run_dir / METRICS_FILE)
+    _set_output(ctx, run_dir, ctx.s3.read_json(layout.staged(TRAIN_RESULT)))
+    ctx.report("Reusing the head trained by an earlier run", fraction=1.0)
+
+
+def _set_output(ctx: JobContext, run_dir: Path, result: dict[str, Any]) -> None:
+    ctx.artifacts.train = TrainOutput(
+        result=result,
+        run_dir=run_dir,
+        head_dir=run_dir / HEAD_DIRNAME,
+        metrics_path=run_dir / METRICS_FILE,
+        heldout_path=run_dir / HELDOUT_FILE,
+    )
+
+
+def _with_uris(ctx: JobContext, message: str) -> str:
+    """Name the job's inputs by their S3 URIs instead of their paths in the local cache."""
+    replacements: dict[str, str] = {}
+    if ctx.artifacts.data is not None:
+        data = ctx.artifacts.data
+        replacements.update({str(data.local_dir / e.path): e.object.uri for e in data.snapshot.entries})
+    if ctx.artifacts.model is not None and ctx.artifacts.model.local_dir is not None:
+        replacements[str(ctx.artifacts.model.local_dir)] = ctx.artifacts.model.location.uri.rstrip("/")
+    if ctx.artifacts.base_head is not None:
+        replacements[str(ctx.artifacts.base_head.local_dir)] = ctx.artifacts.base_head.location.uri.rstrip(
+            "/"
+        )
+    for local, uri in sorted(replacements.items(), key=lambda item: -len(item[0])):
+        message = message.replace(local, uri)
+    return message
