@@ -6,7 +6,10 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 MODEL_DIR := .cache/models/smollm2-135m-instruct
 
-.PHONY: lock venv test lint typecheck pytest services model demo clean openapi sagemaker-shapes vllm-env
+.PHONY: lock venv test test-fast lint typecheck pytest services model demo clean openapi sagemaker-shapes vllm-env
+
+# Every package of ours, for the linters and the type checker.
+PACKAGES := api cli client core db servebench serving speculative stack trainer worker
 
 venv: $(STAMP)
 
@@ -32,15 +35,23 @@ lock:
 services:
 	bash scripts/ensure-services.sh
 
-lint: venv
+lint: venv typecheck
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check api worker trainer db migrations tests scripts benchmarks
-	$(VENV)/bin/mypy api worker trainer db
+	$(VENV)/bin/ruff format --check $(PACKAGES) migrations tests scripts benchmarks
+	# The one-way layers ([tool.importlinter] in pyproject.toml).
+	$(VENV)/bin/lint-imports
+
+typecheck: venv
+	$(VENV)/bin/mypy $(PACKAGES) benchmarks
 
 pytest: venv services
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test: lint pytest
+
+# The inner loop: no slow (real model, real training) and no end-to-end tests; a few minutes.
+test-fast: venv services
+	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
 
 model: venv
 	test -f $(MODEL_DIR)/config.json || $(PY) -m trainer fetch-model smollm2-135m-instruct --out $(MODEL_DIR)

@@ -16,18 +16,18 @@ class JobDispatcher(Protocol):
 
 
 class CeleryJobDispatcher:
-    """The real dispatcher: ``worker.dispatch`` (Celery), imported on first use.
+    """The real dispatcher: ``core.job_queue`` (Celery), imported on first use.
 
     Imported lazily so the api starts (and its non-job routes work) without importing
     Celery, and so tests can swap in another dispatcher through ``create_app``.
     """
 
     def enqueue_optimization_job(self, job_id: int) -> str:
-        from worker import dispatch  # noqa: PLC0415 - deliberate lazy import, see class docstring
+        from core import job_queue  # noqa: PLC0415 - deliberate lazy import, see class docstring
 
-        return dispatch.enqueue_optimization_job(job_id)
+        return job_queue.enqueue_optimization_job(job_id)
 
     def request_stop(self, job_id: int, task_id: str | None) -> None:
-        from worker import dispatch  # noqa: PLC0415 - deliberate lazy import, see class docstring
+        from core import job_queue  # noqa: PLC0415 - deliberate lazy import, see class docstring
 
-        dispatch.request_stop(job_id, task_id)
+        job_queue.request_stop(job_id, task_id)

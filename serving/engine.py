@@ -11,7 +11,7 @@ Each step:
    (``speculative.batch_draft.propose_batch``).
 3. One target forward over the packed new tokens of every sequence: a joining
    sequence's prompt, the others' pending token plus their drafts
-   (``trainer.packed.target``).
+   (``trainer.eagle.packed_target``).
 4. Each sequence verifies its own drafts (greedy or speculative sampling, from
    ``speculative.verification``), keeps its accepted prefix plus the target's token,
    and crops its KV cache by the drafts it rejected: acceptance is ragged.
@@ -43,8 +43,8 @@ from speculative.draft import Drafter, Proposal
 from speculative.packed_linear import pack_linear_layers, packing_available
 from speculative.sequence import SequenceState
 from trainer.eagle.model import Eagle3DraftModel
-from trainer.packed.attention import SequenceKV
-from trainer.packed.target import PackedTarget, Segment, SegmentOutput
+from trainer.eagle.packed_attention import SequenceKV
+from trainer.eagle.packed_target import PackedTarget, Segment, SegmentOutput
 
 logger = logging.getLogger(__name__)
 

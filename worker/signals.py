@@ -7,10 +7,10 @@ from typing import Any
 
 from celery.signals import task_revoked, worker_process_init, worker_ready, worker_shutdown
 
+from core.job_queue import enqueue_optimization_job
 from core.task_names import RUN_OPTIMIZATION_JOB
 from db.session import create_db_engine, create_session_factory, get_engine
 from db.settings import get_settings
-from worker.dispatch import enqueue_optimization_job
 from worker.job_store import JobStore
 from worker.reaper import ReaperThread
 

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from api.dashboard.shapes import BenchmarkTableRowShape, JobResults, PublishedArtifact
-from client.benchmark_table import benchmark_table
+from core.benchmark_table import table_rows
 from core.job_errors import JobFailedError
 from core.output_layout import BENCHMARK_JSON, LINEAGE
 from core.s3 import S3Location, s3_client
@@ -45,7 +45,7 @@ def read_job_results(job: OptimizationJob, *, settings: Settings) -> JobResults:
         logger.warning("dashboard: could not read the results of %s: %s", job.arn, error)
         return results.model_copy(update={"reason": str(error)})
     try:
-        table = [_table_row(row) for row in benchmark_table(benchmark)]
+        table = [_table_row(row) for row in table_rows(benchmark)]
     except ValueError as error:
         return results.model_copy(update={"reason": f"{output.child(BENCHMARK_JSON).uri}: {error}"})
     return results.model_copy(
@@ -67,7 +67,7 @@ def _artifacts(lineage: dict[str, Any]) -> list[PublishedArtifact]:
 
 
 def _table_row(row: Any) -> BenchmarkTableRowShape:
-    # benchmark_table's keys are the console's column titles; ours are the wire's member names.
+    # table_rows' keys are the console's column titles; ours are the wire's member names.
     return BenchmarkTableRowShape(
         configuration=row["Configuration"],
         concurrency=row["Concurrency"],

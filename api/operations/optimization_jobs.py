@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from api.operations.registry import OperationContext, aws_operation
 from api.responses.optimization_jobs import describe_optimization_job, summarize_optimization_job
-from api.wire.registry import OperationContext, aws_operation
 from core.sagemaker.shapes.optimization_jobs import (
     CreateOptimizationJobRequest,
     CreateOptimizationJobResponse,

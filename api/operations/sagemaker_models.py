@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from api.operations.registry import OperationContext, aws_operation
 from api.responses.sagemaker_models import describe_sagemaker_model, summarize_sagemaker_model
-from api.wire.registry import OperationContext, aws_operation
 from core.sagemaker.shapes.sagemaker_models import (
     CreateModelInput,
     CreateModelOutput,

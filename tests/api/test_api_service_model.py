@@ -11,7 +11,7 @@ import botocore
 import pytest
 from pydantic import BaseModel
 
-from api.wire.registry import REGISTRY
+from api.operations.registry import REGISTRY
 from core.sagemaker.botocore_subset import SERVED_OPERATIONS, extract_subset
 from core.sagemaker.service_model import SHAPES_FILE, sagemaker_service_model
 from core.sagemaker.shapes import common, optimization_jobs, sagemaker_models

@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from api.app import DevKeyInProductionError, create_app
+from api.aws_json_route import runs_inline
+from api.operations.registry import REGISTRY
 from api.state import ApiState
-from api.wire.aws_json_route import runs_inline
-from api.wire.registry import REGISTRY
 from core.principal import Principal
 from core.sagemaker.errors import ResourceLimitExceeded
 from core.sagemaker.shapes.optimization_jobs import CreateOptimizationJobRequest

@@ -1,7 +1,7 @@
 """A whole test stack for the client shim: an api process and a real Celery worker on their own
 queue, the worker tests' Postgres database, SeaweedFS, and a tiny real model on S3.
 
-The api runs as a process (not the in-thread live server) because ``worker.dispatch`` reads
+The api runs as a process (not the in-thread live server) because ``core.job_queue`` reads
 the queue from the process's EAGLENEST_* settings, and this queue must be one only this
 module's worker consumes.
 """

@@ -6,7 +6,7 @@ the prefill. Distillation replies vary from a few tokens to the length cap, so o
 that waste was a third or more of the target's time.
 
 Here each step runs the target once over the packed new tokens of up to ``batch_size`` rows
-(``trainer.packed.attention``: each row attends to its own keys and values): a
+(``trainer.eagle.packed_attention``: each row attends to its own keys and values): a
 joining row's whole prompt, every other row's last token. A row leaves as soon as it emits a
 stop token or reaches ``max_new_tokens``, and the next prompt joins at the following step. No
 padding is ever computed.
@@ -24,8 +24,8 @@ import torch
 from transformers import PreTrainedModel
 
 from trainer.eagle.generation_features import GenerationRecorder, SampleFeatures
-from trainer.packed.attention import SequenceKV
-from trainer.packed.target import PackedTarget, Segment, uses_full_attention
+from trainer.eagle.packed_attention import SequenceKV
+from trainer.eagle.packed_target import PackedTarget, Segment, uses_full_attention
 
 
 @dataclass(frozen=True, slots=True)

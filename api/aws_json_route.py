@@ -14,8 +14,8 @@ import api.operations  # noqa: F401 - importing registers every handler in REGIS
 from api.auth.sigv4 import SignedRequest
 from api.deps import get_api_state, signed_request_from
 from api.error_responses import AWS_JSON_CONTENT_TYPE, error_responses
+from api.operations.registry import REGISTRY, Operation, OperationContext
 from api.state import ApiState
-from api.wire.registry import REGISTRY, Operation, OperationContext
 from core.sagemaker.errors import (
     ALL_ERRORS,
     SerializationException,

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import redis
 
+from core.job_queue import enqueue_optimization_job, request_stop
 from core.task_names import RUN_OPTIMIZATION_JOB
 from db.settings import Settings, get_settings
 from tests.fixtures.worker import settings_as_env
 from worker.app import get_celery_app
-from worker.dispatch import enqueue_optimization_job, request_stop
 
 
 @pytest.fixture

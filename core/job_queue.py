@@ -1,14 +1,33 @@
-"""What the api calls, after committing, to start and stop optimization jobs on the workers."""
+"""The producer side of the job queue: start and stop optimization jobs on the workers.
+
+The api (and a worker re-queueing a job) sends tasks by name on an app that imports no task
+module, so nothing here pulls in the pipeline, torch or the worker package.
+"""
 
 from __future__ import annotations
 
 import logging
 
+from celery import Celery
+
+from core.celery_config import celery_config
 from core.task_names import RUN_OPTIMIZATION_JOB
-from db.settings import get_settings
-from worker.app import get_celery_app
+from db.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
+
+_producers: dict[tuple[str, ...], Celery] = {}
+
+
+def producer_app(settings: Settings | None = None) -> Celery:
+    """An app that only sends, built once per broker configuration (tests change settings)."""
+    settings = settings or get_settings()
+    key = (settings.broker_url, settings.result_backend, settings.worker_queue, str(settings.state_dir))
+    if key not in _producers:
+        app = Celery("eaglenest", set_as_current=False)
+        app.conf.update(celery_config(settings))
+        _producers[key] = app
+    return _producers[key]
 
 
 def enqueue_optimization_job(job_id: int, task_id: str | None = None) -> str:
@@ -17,7 +36,7 @@ def enqueue_optimization_job(job_id: int, task_id: str | None = None) -> str:
     Call only after the job row is committed: a worker may pick the task up at once.
     """
     settings = get_settings()
-    result = get_celery_app(settings).send_task(
+    result = producer_app(settings).send_task(
         RUN_OPTIMIZATION_JOB, args=[job_id], queue=settings.worker_queue, task_id=task_id
     )
     logger.info("queued optimization job %s as task %s", job_id, result.id)
@@ -36,5 +55,5 @@ def request_stop(job_id: int, task_id: str | None) -> None:
     if task_id is None:
         enqueue_optimization_job(job_id)
         return
-    get_celery_app().control.revoke(task_id)
+    producer_app().control.revoke(task_id)
     logger.info("revoked task %s of optimization job %s", task_id, job_id)

@@ -10,7 +10,7 @@ import torch
 from transformers import PreTrainedModel
 
 from trainer.eagle.capture import TargetFeatureCapture, decoder_layers
-from trainer.packed.attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
+from trainer.eagle.packed_attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
 
 
 @dataclass(frozen=True, slots=True)
