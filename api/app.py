@@ -9,14 +9,14 @@ from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI
 
+from api import aws_json_route
 from api.dashboard.pages import include_dashboard
 from api.error_responses import add_exception_handlers
 from api.middleware import RequestContextMiddleware
 from api.rest import health, optimization_jobs, sagemaker_models
 from api.state import ApiState
-from api.wire import aws_json_route
 from core.job_dispatcher import CeleryJobDispatcher, JobDispatcher
-from db.accounts import dev_access_key_exists, ensure_dev_access_key
+from db.queries.account import dev_access_key_exists, ensure_dev_access_key
 from db.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)

@@ -39,9 +39,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from psycopg import sql
 
-from db.accounts import create_access_key
 from db.arns import optimization_job_arn
-from db.optimization_jobs import create_optimization_job
+from db.queries.account import create_access_key
+from db.queries.optimization_job import create_optimization_job
 from db.session import create_db_engine, create_session_factory
 from migrations.runner import upgrade_to_head
 

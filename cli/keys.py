@@ -14,8 +14,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.accounts import create_access_key, delete_access_key, list_access_keys
 from db.errors import NameAlreadyExistsError
+from db.queries.account import create_access_key, delete_access_key, list_access_keys
 from db.session import create_db_engine, create_session_factory, session_scope
 from stack.layout import StateLayout
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from db.optimization_job import OptimizationJob
-from db.optimization_job_status import OptimizationJobStatus
+from db.models.optimization_job import OptimizationJob
+from db.models.optimization_job_status import OptimizationJobStatus
 
 
 @dataclass(frozen=True)

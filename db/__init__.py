@@ -1,17 +1,19 @@
-"""Persistence: SQLAlchemy tables (one module each) and keyword-only repository functions.
+"""Persistence: SQLAlchemy tables in db/models and keyword-only query functions in db/queries,
+one module per table in each, named alike (db/models/optimization_job.py holds the table,
+db/queries/optimization_job.py its queries).
 
 Importing the package registers every table on ``Base.metadata`` (Alembic relies on it).
 """
 
-from db.access_key import AccessKey
-from db.account import Account
 from db.base import Base
-from db.job_event import JobEvent
-from db.optimization_job import OptimizationJob
-from db.optimization_job_status import OptimizationJobStatus
-from db.resource_tag import ResourceTag
-from db.sagemaker_model import SageMakerModel
-from db.training_point import TrainingPoint
+from db.models.access_key import AccessKey
+from db.models.account import Account
+from db.models.job_event import JobEvent
+from db.models.optimization_job import OptimizationJob
+from db.models.optimization_job_status import OptimizationJobStatus
+from db.models.resource_tag import ResourceTag
+from db.models.sagemaker_model import SageMakerModel
+from db.models.training_point import TrainingPoint
 
 __all__ = [
     "AccessKey",

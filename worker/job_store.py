@@ -21,17 +21,17 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.job_spec import JobSnapshot
-from db.optimization_job import OptimizationJob
-from db.optimization_job_status import OptimizationJobStatus
-from db.optimization_jobs import (
+from db.models.optimization_job import OptimizationJob
+from db.models.optimization_job_status import OptimizationJobStatus
+from db.queries.optimization_job import (
     get_optimization_job_by_id,
     list_job_events,
     record_job_progress,
     set_job_output,
     transition_optimization_job,
 )
+from db.queries.training_point import NewTrainingPoint, add_training_points
 from db.session import session_scope
-from db.training_points import NewTrainingPoint, add_training_points
 from db.types import utc_now
 from worker.outcome import Outcome, final_transition
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from db.optimization_job_status import OptimizationJobStatus
+from db.models.optimization_job_status import OptimizationJobStatus
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from core.s3 import S3Location
 from core.sagemaker.errors import AwsError
 from core.sagemaker.shapes.sagemaker_models import CreateModelInput
 from core.services.sagemaker_models import create_model
-from db.sagemaker_models import get_sagemaker_model_by_name
+from db.queries.sagemaker_model import get_sagemaker_model_by_name
 
 
 @dataclass(frozen=True)

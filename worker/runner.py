@@ -14,7 +14,7 @@ from functools import partial
 
 from core.job_errors import JobFailedError, JobInterruptedError, StopRequestedError
 from core.job_spec import JobSnapshot
-from db.optimization_job_status import OptimizationJobStatus
+from db.models.optimization_job_status import OptimizationJobStatus
 from db.settings import Settings, get_settings
 from db.types import utc_now
 from worker.context import JobContext, job_work_dir

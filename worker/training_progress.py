@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from db.training_points import NewTrainingPoint
+from db.queries.training_point import NewTrainingPoint
 from trainer.eagle.reporting import TrainProgress
 from worker.context import JobContext
 

@@ -23,7 +23,7 @@ from core.sagemaker.errors import (
     MissingAuthenticationTokenException,
     UnrecognizedClientException,
 )
-from db.accounts import AccessKeyCredentials, get_access_key_credentials
+from db.queries.account import AccessKeyCredentials, get_access_key_credentials
 from db.types import utc_now
 
 _MAX_CACHED_KEYS = 4096

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from api.dashboard.shapes import DashboardJob
 from core.sagemaker.shapes.optimization_jobs import OptimizationConfig, OptimizationJobModelSource
-from db.optimization_job import OptimizationJob
+from db.models.optimization_job import OptimizationJob
 
 
 def model_label(job: OptimizationJob) -> str:

@@ -19,7 +19,7 @@ from api.rest.common import JobInPathDep, build_request
 from core.sagemaker.errors import ResourceNotFound, ValidationException
 from core.sagemaker.shapes.optimization_jobs import ListOptimizationJobsRequest
 from core.services import optimization_jobs as service
-from db.training_points import list_training_points
+from db.queries.training_point import list_training_points
 from db.types import utc_now
 
 router = APIRouter(prefix="/dashboard/api/jobs", tags=["dashboard"])

@@ -15,8 +15,8 @@ from core.job_errors import JobFailedError
 from core.output_layout import BENCHMARK_JSON, LINEAGE
 from core.s3 import S3Location, s3_client
 from core.s3_store import S3Store
-from db.optimization_job import OptimizationJob
-from db.optimization_job_status import OptimizationJobStatus
+from db.models.optimization_job import OptimizationJob
+from db.models.optimization_job_status import OptimizationJobStatus
 from db.settings import Settings
 
 logger = logging.getLogger(__name__)

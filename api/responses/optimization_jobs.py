@@ -16,9 +16,9 @@ from core.sagemaker.shapes.optimization_jobs import (
     OptimizationOutput,
     StoppingCondition,
 )
-from db.job_event import JobEvent
-from db.optimization_job import OptimizationJob
-from db.resource_tag import ResourceTag
+from db.models.job_event import JobEvent
+from db.models.optimization_job import OptimizationJob
+from db.models.resource_tag import ResourceTag
 
 
 def optimization_types(job: OptimizationJob) -> list[str]:

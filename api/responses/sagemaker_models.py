@@ -10,8 +10,8 @@ from core.sagemaker.shapes.sagemaker_models import (
     ModelDetail,
     ModelSummary,
 )
-from db.resource_tag import ResourceTag
-from db.sagemaker_model import SageMakerModel
+from db.models.resource_tag import ResourceTag
+from db.models.sagemaker_model import SageMakerModel
 
 
 def describe_sagemaker_model(model: SageMakerModel) -> DescribeModelOutput:

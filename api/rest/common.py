@@ -12,7 +12,7 @@ from core.sagemaker.errors import aws_error_from_pydantic
 from core.sagemaker.shapes.base import AwsRequest, AwsShape
 from core.sagemaker.shapes.optimization_jobs import DescribeOptimizationJobRequest
 from core.services import optimization_jobs
-from db.optimization_job import OptimizationJob
+from db.models.optimization_job import OptimizationJob
 
 RequestT = TypeVar("RequestT", bound=AwsRequest)
 

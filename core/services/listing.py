@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.services.pagination import decode_next_token, query_fingerprint
-from db.listing import PageRequest, SortKey
+from db.queries.listing import PageRequest, SortKey
 
 
 def page_request(

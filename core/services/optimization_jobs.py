@@ -26,11 +26,12 @@ from core.services.resource_tags import tag_new_resource
 from core.services.sagemaker_models import model_not_found
 from db.arns import optimization_job_arn
 from db.errors import NameAlreadyExistsError
-from db.job_event import JobEvent
-from db.listing import TimeRange
-from db.optimization_job import OptimizationJob
-from db.optimization_job_status import STOPPABLE_STATUSES, OptimizationJobStatus
-from db.optimization_jobs import (
+from db.models.job_event import JobEvent
+from db.models.optimization_job import OptimizationJob
+from db.models.optimization_job_status import STOPPABLE_STATUSES, OptimizationJobStatus
+from db.models.resource_tag import ResourceTag
+from db.queries.listing import TimeRange
+from db.queries.optimization_job import (
     JobListFilter,
     count_active_optimization_jobs,
     create_optimization_job,
@@ -41,9 +42,8 @@ from db.optimization_jobs import (
     set_job_task_id,
     transition_optimization_job,
 )
-from db.resource_tag import ResourceTag
-from db.resource_tags import delete_resource_tags, list_resource_tags
-from db.sagemaker_models import get_sagemaker_model_by_name
+from db.queries.resource_tag import delete_resource_tags, list_resource_tags
+from db.queries.sagemaker_model import get_sagemaker_model_by_name
 
 logger = logging.getLogger(__name__)
 

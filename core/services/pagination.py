@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from core.sagemaker.errors import ValidationException
-from db.listing import PageCursor
+from db.queries.listing import PageCursor
 
 MAX_TOKEN_LENGTH = 8192
 

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from core.principal import Principal
 from core.sagemaker.shapes.common import Tag
-from db.resource_tags import set_resource_tags
+from db.queries.resource_tag import set_resource_tags
 
 
 def tag_new_resource(session: Session, *, principal: Principal, arn: str, tags: Sequence[Tag] | None) -> None:

@@ -15,11 +15,11 @@ from core.services.request_checks import require_unique_tag_keys
 from core.services.resource_tags import tag_new_resource
 from db.arns import sagemaker_model_arn
 from db.errors import NameAlreadyExistsError
-from db.listing import TimeRange
-from db.resource_tag import ResourceTag
-from db.resource_tags import delete_resource_tags, list_resource_tags
-from db.sagemaker_model import SageMakerModel
-from db.sagemaker_models import (
+from db.models.resource_tag import ResourceTag
+from db.models.sagemaker_model import SageMakerModel
+from db.queries.listing import TimeRange
+from db.queries.resource_tag import delete_resource_tags, list_resource_tags
+from db.queries.sagemaker_model import (
     create_sagemaker_model,
     delete_sagemaker_model,
     get_sagemaker_model_by_name,

@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.accounts import delete_access_key
+from db.queries.account import delete_access_key
 from tests.api.signed_http import call_operation, signed_headers
 from tests.factories.accounts import AccountCredentials, create_account
 from tests.factories.optimization_jobs import create_optimization_job_request

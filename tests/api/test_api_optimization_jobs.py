@@ -11,9 +11,13 @@ import redis
 from botocore.exceptions import ClientError
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.optimization_job import OptimizationJob
-from db.optimization_job_status import OptimizationJobStatus as Status
-from db.optimization_jobs import get_optimization_job_by_name, set_job_output, transition_optimization_job
+from db.models.optimization_job import OptimizationJob
+from db.models.optimization_job_status import OptimizationJobStatus as Status
+from db.queries.optimization_job import (
+    get_optimization_job_by_name,
+    set_job_output,
+    transition_optimization_job,
+)
 from tests.factories.accounts import AccountCredentials
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.factories.sagemaker_models import create_model_request

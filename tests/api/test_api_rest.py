@@ -11,8 +11,8 @@ import httpx
 import yaml
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.optimization_job_status import OptimizationJobStatus as Status
-from db.optimization_jobs import (
+from db.models.optimization_job_status import OptimizationJobStatus as Status
+from db.queries.optimization_job import (
     get_optimization_job_by_name,
     record_job_progress,
     set_job_output,

@@ -18,9 +18,9 @@ from core.principal import Principal
 from core.sagemaker.errors import ResourceLimitExceeded
 from core.sagemaker.shapes.optimization_jobs import CreateOptimizationJobRequest
 from core.services.optimization_jobs import create_job
-from db.accounts import delete_access_key, dev_access_key_exists, ensure_dev_access_key
-from db.optimization_job_status import OptimizationJobStatus as Status
-from db.optimization_jobs import list_job_events
+from db.models.optimization_job_status import OptimizationJobStatus as Status
+from db.queries.account import delete_access_key, dev_access_key_exists, ensure_dev_access_key
+from db.queries.optimization_job import list_job_events
 from db.session import create_db_engine, create_session_factory
 from db.settings import Settings
 from tests.api.signed_http import signed_headers

@@ -20,8 +20,8 @@ from botocore.config import Config
 from sqlalchemy.orm import Session, sessionmaker
 
 from client import eaglenest_client
-from db.account import DEV_ACCOUNT_ID
-from db.accounts import DEV_ACCESS_KEY_ID, DEV_SECRET_ACCESS_KEY, ensure_dev_access_key
+from db.models.account import DEV_ACCOUNT_ID
+from db.queries.account import DEV_ACCESS_KEY_ID, DEV_SECRET_ACCESS_KEY, ensure_dev_access_key
 from db.session import session_scope
 from db.settings import Settings
 from stack.processes import ManagedProcess

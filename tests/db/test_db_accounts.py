@@ -6,8 +6,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db.access_key import AccessKey
-from db.accounts import (
+from db.errors import NameAlreadyExistsError
+from db.models.access_key import AccessKey
+from db.queries.account import (
     DEV_ACCESS_KEY_ID,
     create_access_key,
     delete_access_key,
@@ -17,7 +18,6 @@ from db.accounts import (
     get_or_create_account,
     list_access_keys,
 )
-from db.errors import NameAlreadyExistsError
 
 
 def test_generated_key_pair_looks_like_aws_and_decrypts(db_session: Session) -> None:

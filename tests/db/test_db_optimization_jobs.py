@@ -10,11 +10,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.errors import NameAlreadyExistsError
-from db.job_event import JobEvent
-from db.listing import PageRequest, SortKey, TimeRange
-from db.optimization_job import OptimizationJob
-from db.optimization_job_status import OptimizationJobStatus as Status
-from db.optimization_jobs import (
+from db.models.job_event import JobEvent
+from db.models.optimization_job import OptimizationJob
+from db.models.optimization_job_status import OptimizationJobStatus as Status
+from db.queries.listing import PageRequest, SortKey, TimeRange
+from db.queries.optimization_job import (
     InvalidJobTransitionError,
     JobListFilter,
     count_active_optimization_jobs,

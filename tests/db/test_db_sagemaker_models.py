@@ -8,8 +8,12 @@ import pytest
 from sqlalchemy.orm import Session
 
 from db.errors import NameAlreadyExistsError
-from db.listing import PageRequest, SortKey, TimeRange
-from db.sagemaker_models import delete_sagemaker_model, get_sagemaker_model_by_name, list_sagemaker_models
+from db.queries.listing import PageRequest, SortKey, TimeRange
+from db.queries.sagemaker_model import (
+    delete_sagemaker_model,
+    get_sagemaker_model_by_name,
+    list_sagemaker_models,
+)
 from db.types import utc_now
 from tests.factories.accounts import create_account
 from tests.factories.sagemaker_models import create_sagemaker_model

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from db.listing import PageRequest
-from db.optimization_job_status import OptimizationJobStatus as Status
-from db.optimization_jobs import list_optimization_jobs, transition_optimization_job
+from db.models.optimization_job_status import OptimizationJobStatus as Status
+from db.queries.listing import PageRequest
+from db.queries.optimization_job import list_optimization_jobs, transition_optimization_job
 from db.session import create_db_engine, create_session_factory
 from db.types import UtcDateTime
 from migrations.runner import upgrade_to_head

@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db.optimization_jobs import delete_optimization_job, get_optimization_job_by_id
-from db.training_point import TrainingPoint
-from db.training_points import NewTrainingPoint, add_training_points, list_training_points
+from db.models.training_point import TrainingPoint
+from db.queries.optimization_job import delete_optimization_job, get_optimization_job_by_id
+from db.queries.training_point import NewTrainingPoint, add_training_points, list_training_points
 from tests.factories.accounts import create_account
 from tests.factories.optimization_jobs import create_optimization_job
 

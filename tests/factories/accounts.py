@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from db.accounts import create_access_key, get_account_by_aws_id
+from db.queries.account import create_access_key, get_account_by_aws_id
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from db.arns import optimization_job_arn
-from db.optimization_job import OptimizationJob
-from db.optimization_jobs import create_optimization_job as insert_optimization_job
+from db.models.optimization_job import OptimizationJob
+from db.queries.optimization_job import create_optimization_job as insert_optimization_job
 from tests.factories.rows import insert_named_row
 
 

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from db.arns import sagemaker_model_arn
-from db.sagemaker_model import SageMakerModel
-from db.sagemaker_models import create_sagemaker_model as insert_sagemaker_model
+from db.models.sagemaker_model import SageMakerModel
+from db.queries.sagemaker_model import create_sagemaker_model as insert_sagemaker_model
 from tests.factories.rows import insert_named_row
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from db.optimization_job_status import OptimizationJobStatus
+from db.models.optimization_job_status import OptimizationJobStatus
 from tests.fixtures.worker import StartCeleryWorker
 from tests.worker.s3_models import upload_model
 from tests.worker.stalled_server import StalledServer

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.optimization_job_status import OptimizationJobStatus as Status
-from db.optimization_jobs import (
+from db.models.optimization_job_status import OptimizationJobStatus as Status
+from db.queries.optimization_job import (
     delete_optimization_job,
     get_optimization_job_by_id,
     list_job_events,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from db.optimization_job_status import OptimizationJobStatus as Status
+from db.models.optimization_job_status import OptimizationJobStatus as Status
 from worker.outcome import Outcome, final_transition
 
 

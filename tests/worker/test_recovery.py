@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from db.optimization_job import OptimizationJob
+from db.models.optimization_job import OptimizationJob
 from tests.api.signed_http import rest_call
 from tests.fixtures.worker import StartCeleryWorker
 from tests.worker.tiny_inputs import put_text, sharegpt_jsonl, upload_directory

@@ -10,8 +10,12 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.optimization_job_status import OptimizationJobStatus as Status
-from db.optimization_jobs import get_optimization_job_by_id, list_job_events, transition_optimization_job
+from db.models.optimization_job_status import OptimizationJobStatus as Status
+from db.queries.optimization_job import (
+    get_optimization_job_by_id,
+    list_job_events,
+    transition_optimization_job,
+)
 from db.session import session_scope
 from db.settings import Settings
 from db.types import utc_now

@@ -8,7 +8,7 @@ from typing import cast
 
 import pytest
 
-from db.training_points import NewTrainingPoint
+from db.queries.training_point import NewTrainingPoint
 from trainer.eagle.reporting import TrainProgress
 from worker.context import JobContext
 from worker.training_progress import TrainingProgress

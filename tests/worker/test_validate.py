@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.job_errors import JobFailedError
 from core.model_source import model_location
 from core.s3 import S3_MAX_ATTEMPTS, S3Location
-from db.optimization_job_status import OptimizationJobStatus as Status
-from db.optimization_jobs import get_optimization_job_by_id
+from db.models.optimization_job_status import OptimizationJobStatus as Status
+from db.queries.optimization_job import get_optimization_job_by_id
 from db.session import session_scope
 from db.settings import Settings
 from tests.factories.accounts import create_account

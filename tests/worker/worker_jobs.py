@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.optimization_job import OptimizationJob
-from db.optimization_job_status import OptimizationJobStatus
-from db.optimization_jobs import get_optimization_job_by_name, list_job_events
+from db.models.optimization_job import OptimizationJob
+from db.models.optimization_job_status import OptimizationJobStatus
+from db.queries.optimization_job import get_optimization_job_by_name, list_job_events
 from db.session import session_scope
 from tests.factories.accounts import AccountCredentials
 from tests.factories.optimization_jobs import create_optimization_job_request

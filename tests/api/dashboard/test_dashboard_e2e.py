@@ -20,9 +20,9 @@ from playwright.sync_api import Browser, Page
 from sqlalchemy.orm import Session, sessionmaker
 
 from client import eaglenest_client
-from db.accounts import delete_access_key
-from db.optimization_jobs import get_optimization_job_by_name
-from db.training_points import list_training_points
+from db.queries.account import delete_access_key
+from db.queries.optimization_job import get_optimization_job_by_name
+from db.queries.training_point import list_training_points
 from tests.api.dashboard.dashboard_browser import requires_chromium, screenshot, sign_in
 from tests.client.client_stack import ClientStack
 from tests.factories.accounts import AccountCredentials, create_account

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, Route
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.optimization_job_status import OptimizationJobStatus as Status
+from db.models.optimization_job_status import OptimizationJobStatus as Status
 from tests.api.dashboard.dashboard_browser import requires_chromium, screenshot, sign_in
 from tests.api.signed_http import rest_call
 from tests.factories.accounts import AccountCredentials

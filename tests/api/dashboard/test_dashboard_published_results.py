@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy.orm import Session
 
 from api.dashboard.published_results import read_job_results
-from db.optimization_job import OptimizationJob
-from db.optimization_job_status import OptimizationJobStatus as Status
+from db.models.optimization_job import OptimizationJob
+from db.models.optimization_job_status import OptimizationJobStatus as Status
 from db.settings import Settings
 from stack.seaweedfs import S3Endpoint
 from tests.factories.accounts import create_account

@@ -7,13 +7,13 @@ from typing import Any
 import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.optimization_job_status import OptimizationJobStatus as Status
-from db.optimization_jobs import (
+from db.models.optimization_job_status import OptimizationJobStatus as Status
+from db.queries.optimization_job import (
     get_optimization_job_by_name,
     record_job_progress,
     transition_optimization_job,
 )
-from db.training_points import NewTrainingPoint, add_training_points
+from db.queries.training_point import NewTrainingPoint, add_training_points
 from tests.api.signed_http import rest_call
 from tests.factories.accounts import AccountCredentials, create_account
 from tests.factories.optimization_jobs import create_optimization_job_request

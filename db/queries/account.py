@@ -10,9 +10,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.access_key import AccessKey
-from db.account import DEV_ACCOUNT_ID, Account
 from db.errors import NameAlreadyExistsError
+from db.models.access_key import AccessKey
+from db.models.account import DEV_ACCOUNT_ID, Account
 from db.secret_box import decrypt_secret, encrypt_secret
 
 DEV_ACCESS_KEY_ID = "test"

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from db.account import Account
 from db.base import Base, IdMixin, TimestampMixin
+from db.models.account import Account
 from db.types import JsonDocument
 
 

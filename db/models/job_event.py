@@ -8,8 +8,8 @@ from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from db.base import Base, IdMixin
-from db.optimization_job import OptimizationJob, optimization_job_status_type
-from db.optimization_job_status import OptimizationJobStatus
+from db.models.optimization_job import OptimizationJob, optimization_job_status_type
+from db.models.optimization_job_status import OptimizationJobStatus
 from db.types import UtcDateTime, utc_now
 
 

@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy import Enum, Float, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from db.account import Account
 from db.base import Base, IdMixin, TimestampMixin
-from db.optimization_job_status import OptimizationJobStatus
+from db.models.account import Account
+from db.models.optimization_job_status import OptimizationJobStatus
 from db.types import JsonDocument, UtcDateTime
 
 

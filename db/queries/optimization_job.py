@@ -15,8 +15,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, load_only
 
 from db.errors import NameAlreadyExistsError
-from db.job_event import JobEvent
-from db.listing import (
+from db.models.job_event import JobEvent
+from db.models.optimization_job import OptimizationJob
+from db.models.optimization_job_status import ACTIVE_STATUSES, OptimizationJobStatus
+from db.queries.listing import (
     ANY_TIME,
     NamedTable,
     Page,
@@ -27,8 +29,6 @@ from db.listing import (
     contains,
     list_named_rows,
 )
-from db.optimization_job import OptimizationJob
-from db.optimization_job_status import ACTIVE_STATUSES, OptimizationJobStatus
 from db.types import utc_now
 
 _TABLE = NamedTable(

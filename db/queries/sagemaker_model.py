@@ -9,8 +9,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.errors import NameAlreadyExistsError
-from db.listing import ANY_TIME, NamedTable, Page, PageRequest, TimeRange, list_named_rows
-from db.sagemaker_model import SageMakerModel
+from db.models.sagemaker_model import SageMakerModel
+from db.queries.listing import ANY_TIME, NamedTable, Page, PageRequest, TimeRange, list_named_rows
 from db.types import utc_now
 
 _TABLE = NamedTable(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from db.resource_tag import ResourceTag
+from db.models.resource_tag import ResourceTag
 
 
 def set_resource_tags(

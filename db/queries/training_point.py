@@ -1,4 +1,4 @@
-"""Repository functions for a job's training curve (db/training_point.py)."""
+"""Repository functions for a job's training curve (db/models/training_point.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db.training_point import TrainingPoint
+from db.models.training_point import TrainingPoint
 
 
 @dataclass(frozen=True)

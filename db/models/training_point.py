@@ -12,7 +12,7 @@ from sqlalchemy import Float, ForeignKey, Index
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from db.base import Base, IdMixin
-from db.optimization_job import OptimizationJob
+from db.models.optimization_job import OptimizationJob
 from db.types import JsonDocument, UtcDateTime, utc_now
 
 

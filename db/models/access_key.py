@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy import ForeignKey, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from db.account import Account
 from db.base import Base, CreatedAtMixin, IdMixin
+from db.models.account import Account
 
 
 class AccessKey(IdMixin, CreatedAtMixin, Base):

@@ -1,0 +1,1 @@
+"""The SQLAlchemy tables, one module each."""
