@@ -16,6 +16,7 @@ from api.deps import get_api_state, signed_request_from
 from api.error_responses import AWS_JSON_CONTENT_TYPE, error_responses
 from api.operations.registry import REGISTRY, Operation, OperationContext
 from api.state import ApiState
+from core.principal import Principal
 from core.sagemaker.errors import (
     ALL_ERRORS,
     SerializationException,
@@ -23,6 +24,7 @@ from core.sagemaker.errors import (
     aws_error_from_pydantic,
 )
 from core.sagemaker.service_model import sagemaker_service_model
+from db.session import UnitOfWork, unit_of_work
 
 TARGET_HEADER = "x-amz-target"
 
@@ -62,13 +64,22 @@ def handle_aws_request(state: ApiState, signed: SignedRequest, target: str | Non
         request = operation.request_model.model_validate(parse_body(signed.body))
     except ValidationError as error:
         raise aws_error_from_pydantic(error.errors()) from None
-    factory = state.read_session_factory if operation.read_only else state.session_factory
-    with factory() as session:
-        context = OperationContext(
-            session=session, principal=principal, dispatcher=state.dispatcher, settings=state.settings
-        )
-        result = operation.handler(context, request)
+    if operation.read_only:
+        # An autocommit session: each SELECT stands alone and there is nothing to commit.
+        with state.read_session_factory() as session:
+            result = operation.handler(_context(state, principal, UnitOfWork(session)), request)
+    else:
+        # The request's transaction: committed (then its after-commit work runs) before the
+        # response is written, rolled back if the handler raises.
+        with unit_of_work(state.session_factory) as unit:
+            result = operation.handler(_context(state, principal, unit), request)
     return json.dumps({} if result is None else result.to_wire(), separators=(",", ":")).encode()
+
+
+def _context(state: ApiState, principal: Principal, unit: UnitOfWork) -> OperationContext:
+    return OperationContext(
+        unit=unit, principal=principal, dispatcher=state.dispatcher, settings=state.settings
+    )
 
 
 def _named_operation(target: str | None) -> Operation | None:

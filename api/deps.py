@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from functools import partial
 from typing import Annotated
 from urllib.parse import quote
 
@@ -14,7 +16,10 @@ from api.auth.sigv4 import SignedRequest
 from api.state import ApiState
 from core.job_dispatcher import JobDispatcher
 from core.principal import Principal
+from db.session import UnitOfWork, unit_of_work
 from db.settings import Settings
+
+Transaction = Callable[[], AbstractContextManager[UnitOfWork]]
 
 
 def get_api_state(request: Request) -> ApiState:
@@ -44,9 +49,16 @@ async def authenticate(request: Request) -> Principal:
     return await run_in_threadpool(state.authenticator.authenticate, signed)
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    with get_api_state(request).session_factory() as session:
-        yield session
+def get_transaction(request: Request) -> Transaction:
+    """Opens the request's unit of work: ``with transaction() as unit:`` in a route that writes.
+
+    The block commits when it ends (then runs the unit's after-commit work) and rolls back
+    if it raises. Deliberately not a dependency with ``yield`` that commits after the yield:
+    FastAPI runs that code only after the response has been sent (unless the dependency is
+    declared with scope="function", FastAPI 0.121 and later), too late to commit what the
+    response reports, or to answer an error when the commit fails.
+    """
+    return partial(unit_of_work, get_api_state(request).session_factory)
 
 
 def get_read_session(request: Request) -> Iterator[Session]:
@@ -65,7 +77,7 @@ def get_app_settings(request: Request) -> Settings:
 
 ApiStateDep = Annotated[ApiState, Depends(get_api_state)]
 PrincipalDep = Annotated[Principal, Depends(authenticate)]
-SessionDep = Annotated[Session, Depends(get_session)]
+TransactionDep = Annotated[Transaction, Depends(get_transaction)]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 DispatcherDep = Annotated[JobDispatcher, Depends(get_dispatcher)]
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]

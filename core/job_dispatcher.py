@@ -1,4 +1,8 @@
-"""The api's hook into the workers: start a job after its row is committed, or ask it to stop."""
+"""The api's hook into the workers: start a job after its row is committed, or ask it to stop.
+
+The services call it only from after-commit work (``db.session.UnitOfWork.after_commit``),
+which the request's unit of work runs once its commit has succeeded.
+"""
 
 from __future__ import annotations
 

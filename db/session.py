@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
@@ -71,15 +71,74 @@ def get_session_factory() -> sessionmaker[Session]:
     return create_session_factory(get_engine())
 
 
+AfterCommit = Callable[[Session], None]
+"""Follow-up work for once a unit of work has committed (see ``UnitOfWork.after_commit``)."""
+
+
+class UnitOfWork:
+    """A session, and the work that may only run once its transaction has committed.
+
+    Services write through ``session`` and never commit: the boundary that opened the unit
+    (an api request, a worker step, a CLI command) commits it, with ``commit`` or by leaving
+    ``unit_of_work``'s block. So a service called inside a larger unit - CreateModel inside
+    the worker's publish step - can neither commit its caller's half-done work nor be
+    committed without it.
+
+    Some work must wait for the commit: a job is queued only once its row is committed,
+    because a worker may pick it up at once; a stop is sent only once STOPPING is. A service
+    registers such work with ``after_commit`` and the boundary runs it after a successful
+    commit, never after a failed one or a rollback. This is a typed list on the unit, not
+    SQLAlchemy's ``after_commit`` session event, because the follow-up writes to the
+    database (the task id, or FAILED when the job cannot be queued), which an event handler
+    must not do inside the commit, and because passing the unit shows in a service's
+    signature that it leaves work for its caller's commit.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._after_commit: list[AfterCommit] = []
+
+    def after_commit(self, action: AfterCommit) -> None:
+        """Run ``action(session)`` once this unit has committed; its writes are committed after it.
+
+        The action runs outside the committed transaction, so it must handle its own
+        failures: an exception it raises rolls back only its own writes and reaches the
+        boundary (an api request answers 500).
+        """
+        self._after_commit.append(action)
+
+    def commit(self) -> None:
+        """Commit, then run the after-commit actions in order, committing each one's writes."""
+        actions, self._after_commit = self._after_commit, []
+        self.session.commit()  # if this raises, no action runs
+        for action in actions:
+            action(self.session)
+            self.session.commit()
+
+    def rollback(self) -> None:
+        """Roll back, and drop the after-commit actions: what they follow up never happened."""
+        self._after_commit.clear()
+        self.session.rollback()
+
+
 @contextmanager
-def session_scope(factory: sessionmaker[Session] | None = None) -> Iterator[Session]:
-    """One unit of work: commits when the block succeeds, rolls back when it raises."""
-    session = (factory or get_session_factory())()
+def unit_of_work(factory: sessionmaker[Session] | None = None) -> Iterator[UnitOfWork]:
+    """One unit of work: commits (then runs its after-commit actions) when the block succeeds,
+    rolls back when it raises."""
+    unit = UnitOfWork((factory or get_session_factory())())
     try:
-        yield session
-        session.commit()
+        yield unit
+        unit.commit()
     except BaseException:
-        session.rollback()
+        unit.rollback()
         raise
     finally:
-        session.close()
+        unit.session.close()
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session] | None = None) -> Iterator[Session]:
+    """``unit_of_work`` for code that only needs the session: commits when the block succeeds,
+    rolls back when it raises."""
+    with unit_of_work(factory) as unit:
+        yield unit.session

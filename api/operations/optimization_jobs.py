@@ -22,7 +22,7 @@ def create_optimization_job(
     context: OperationContext, request: CreateOptimizationJobRequest
 ) -> CreateOptimizationJobResponse:
     job = service.create_job(
-        context.session,
+        context.unit,
         principal=context.principal,
         request=request,
         dispatcher=context.dispatcher,
@@ -53,7 +53,7 @@ def list_optimization_jobs(
 @aws_operation("StopOptimizationJob", StopOptimizationJobRequest)
 def stop_optimization_job(context: OperationContext, request: StopOptimizationJobRequest) -> None:
     service.stop_job(
-        context.session,
+        context.unit,
         principal=context.principal,
         name=request.optimization_job_name,
         dispatcher=context.dispatcher,

@@ -12,6 +12,7 @@ from core.job_dispatcher import JobDispatcher
 from core.principal import Principal
 from core.sagemaker.service_model import sagemaker_service_model
 from core.sagemaker.shapes.base import AwsRequest, AwsShape
+from db.session import UnitOfWork
 from db.settings import Settings
 
 RequestT = TypeVar("RequestT", bound=AwsRequest)
@@ -19,12 +20,21 @@ RequestT = TypeVar("RequestT", bound=AwsRequest)
 
 @dataclass(frozen=True)
 class OperationContext:
-    """Everything a handler may use; one per request."""
+    """Everything a handler may use; one per request.
 
-    session: Session
+    ``unit`` is the request's unit of work: the dispatcher commits it after the handler
+    returns (then runs its after-commit work), or rolls it back if the handler raises.
+    A read-only handler's unit wraps an autocommit session and is never committed.
+    """
+
+    unit: UnitOfWork
     principal: Principal
     dispatcher: JobDispatcher
     settings: Settings
+
+    @property
+    def session(self) -> Session:
+        return self.unit.session
 
 
 Handler = Callable[[OperationContext, RequestT], AwsShape | None]

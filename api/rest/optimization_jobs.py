@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import DispatcherDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
+from api.deps import DispatcherDep, PrincipalDep, ReadSessionDep, SettingsDep, TransactionDep
 from api.error_responses import error_responses
 from api.responses.optimization_jobs import optimization_job_detail, summarize_optimization_job
 from api.rest.common import EmptyResponse, JobInPathDep, build_request
@@ -87,19 +87,20 @@ def list_optimization_jobs(
 )
 def create_optimization_job(
     request: CreateOptimizationJobRequest,
-    session: SessionDep,
+    transaction: TransactionDep,
     principal: PrincipalDep,
     dispatcher: DispatcherDep,
     settings: SettingsDep,
 ) -> CreateOptimizationJobResponse:
     """The body is CreateOptimizationJob's JSON request, exactly as the AWS CLI sends it."""
-    job = service.create_job(
-        session,
-        principal=principal,
-        request=request,
-        dispatcher=dispatcher,
-        max_active_jobs=settings.max_active_optimization_jobs,
-    )
+    with transaction() as unit:
+        job = service.create_job(
+            unit,
+            principal=principal,
+            request=request,
+            dispatcher=dispatcher,
+            max_active_jobs=settings.max_active_optimization_jobs,
+        )
     return CreateOptimizationJobResponse(optimization_job_arn=job.arn)
 
 
@@ -122,10 +123,11 @@ def describe_optimization_job(job: JobInPathDep, session: ReadSessionDep) -> Opt
     responses=error_responses(ValidationException, ResourceNotFound),
 )
 def stop_optimization_job(
-    name: str, session: SessionDep, principal: PrincipalDep, dispatcher: DispatcherDep
+    name: str, transaction: TransactionDep, principal: PrincipalDep, dispatcher: DispatcherDep
 ) -> EmptyResponse:
     request = build_request(StopOptimizationJobRequest, {"OptimizationJobName": name})
-    service.stop_job(session, principal=principal, name=request.optimization_job_name, dispatcher=dispatcher)
+    with transaction() as unit:
+        service.stop_job(unit, principal=principal, name=request.optimization_job_name, dispatcher=dispatcher)
     return EmptyResponse()
 
 
@@ -135,7 +137,8 @@ def stop_optimization_job(
     response_model=EmptyResponse,
     responses=error_responses(ValidationException, ResourceNotFound),
 )
-def delete_optimization_job(name: str, session: SessionDep, principal: PrincipalDep) -> EmptyResponse:
+def delete_optimization_job(name: str, transaction: TransactionDep, principal: PrincipalDep) -> EmptyResponse:
     request = build_request(DeleteOptimizationJobRequest, {"OptimizationJobName": name})
-    service.delete_job(session, principal=principal, name=request.optimization_job_name)
+    with transaction() as unit:
+        service.delete_job(unit.session, principal=principal, name=request.optimization_job_name)
     return EmptyResponse()

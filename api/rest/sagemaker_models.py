@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import PrincipalDep, ReadSessionDep, SessionDep
+from api.deps import PrincipalDep, ReadSessionDep, TransactionDep
 from api.error_responses import error_responses
 from api.responses.sagemaker_models import sagemaker_model_detail, summarize_sagemaker_model
 from api.rest.common import EmptyResponse, build_request
@@ -71,10 +71,11 @@ def list_models(
     response_model_exclude_none=True,
 )
 def create_model(
-    request: CreateModelInput, session: SessionDep, principal: PrincipalDep
+    request: CreateModelInput, transaction: TransactionDep, principal: PrincipalDep
 ) -> CreateModelOutput:
     """The body is CreateModel's JSON request, exactly as the AWS CLI sends it."""
-    model = service.create_model(session, principal=principal, request=request)
+    with transaction() as unit:
+        model = service.create_model(unit.session, principal=principal, request=request)
     return CreateModelOutput(model_arn=model.arn)
 
 
@@ -97,7 +98,8 @@ def describe_model(name: str, session: ReadSessionDep, principal: PrincipalDep) 
     response_model=EmptyResponse,
     responses=error_responses(ValidationException),
 )
-def delete_model(name: str, session: SessionDep, principal: PrincipalDep) -> EmptyResponse:
+def delete_model(name: str, transaction: TransactionDep, principal: PrincipalDep) -> EmptyResponse:
     request = build_request(DeleteModelInput, {"ModelName": name})
-    service.delete_model(session, principal=principal, name=request.model_name)
+    with transaction() as unit:
+        service.delete_model(unit.session, principal=principal, name=request.model_name)
     return EmptyResponse()

@@ -1,14 +1,17 @@
 """Create/Describe/List/Stop/DeleteOptimizationJob: the job's life cycle on the api side.
 
 The api creates a job in STARTING and requests stops (STOPPING); every other status
-change is the worker's. Dispatching happens only after the commit, so a worker that
-picks the task up at once always finds the row.
+change is the worker's. These functions never commit: the caller's unit of work does
+(``db.session.UnitOfWork``). Queueing a job and sending a stop are registered as its
+after-commit work, so a worker that picks the task up at once always finds the row, and
+nothing is queued or stopped for a transaction that rolled back.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -44,6 +47,7 @@ from db.queries.optimization_job import (
 )
 from db.queries.resource_tag import delete_resource_tags, list_resource_tags
 from db.queries.sagemaker_model import get_sagemaker_model_by_name
+from db.session import UnitOfWork
 
 logger = logging.getLogger(__name__)
 
@@ -135,14 +139,19 @@ def _resolve_model_source(
 
 
 def create_job(
-    session: Session,
+    unit: UnitOfWork,
     *,
     principal: Principal,
     request: CreateOptimizationJobRequest,
     dispatcher: JobDispatcher,
     max_active_jobs: int,
 ) -> OptimizationJob:
-    """Validate, insert in STARTING, commit, then enqueue. Returns the committed job."""
+    """Validate and insert in STARTING (flushed: it has its id); queue it once ``unit`` commits.
+
+    Returns the job; after the commit its task id is set, or it is FAILED if it could not
+    be queued.
+    """
+    session = unit.session
     _check_optimization_configs(request)
     _check_environment(request.optimization_environment)
     require_s3_uri(request.output_config.s3_output_location, "outputConfig.s3OutputLocation")
@@ -183,12 +192,13 @@ def create_job(
             f"job with this name already exists ({arn})."
         ) from None
     tag_new_resource(session, principal=principal, arn=arn, tags=request.tags)
-    session.commit()
-    _enqueue(session, job, dispatcher)
+    session.flush()
+    unit.after_commit(partial(_enqueue, job=job, dispatcher=dispatcher))
     return job
 
 
-def _enqueue(session: Session, job: OptimizationJob, dispatcher: JobDispatcher) -> None:
+def _enqueue(session: Session, *, job: OptimizationJob, dispatcher: JobDispatcher) -> None:
+    """After the job's commit: queue it and record its task id (committed by the unit of work)."""
     try:
         task_id = dispatcher.enqueue_optimization_job(job.id)
     except Exception as error:
@@ -202,10 +212,8 @@ def _enqueue(session: Session, job: OptimizationJob, dispatcher: JobDispatcher) 
             message="The job could not be queued for a worker",
             failure_reason=f"The job could not be queued for a worker: {error}",
         )
-        session.commit()
         return
     set_job_task_id(session, job=job, task_id=task_id)
-    session.commit()
 
 
 def get_job(
@@ -255,14 +263,13 @@ def list_jobs(
     return JobPage(jobs=result.items, next_token=encode_next_token(result.next_cursor, fingerprint))
 
 
-def stop_job(session: Session, *, principal: Principal, name: str, dispatcher: JobDispatcher) -> None:
-    """STARTING/INPROGRESS -> STOPPING, committed, then the workers are told. STOPPING again is a no-op."""
+def stop_job(unit: UnitOfWork, *, principal: Principal, name: str, dispatcher: JobDispatcher) -> None:
+    """STARTING/INPROGRESS -> STOPPING; the workers are told once ``unit`` commits. Idempotent."""
+    session = unit.session
     job = get_job(session, principal=principal, name=name, for_update=True)
     if job.status is OptimizationJobStatus.STOPPING:
-        session.rollback()
         return
     if job.status not in STOPPABLE_STATUSES:
-        session.rollback()
         raise ValidationException(
             f'The optimization job "{job.name}" is in status {job.status}; only jobs in STARTING or '
             "INPROGRESS status can be stopped."
@@ -273,23 +280,27 @@ def stop_job(session: Session, *, principal: Principal, name: str, dispatcher: J
         status=OptimizationJobStatus.STOPPING,
         message="Stop requested by StopOptimizationJob",
     )
-    session.commit()
+    unit.after_commit(
+        partial(_request_stop, job_id=job.id, task_id=job.celery_task_id, dispatcher=dispatcher)
+    )
+
+
+def _request_stop(_session: Session, *, job_id: int, task_id: str | None, dispatcher: JobDispatcher) -> None:
+    """After STOPPING is committed: tell the workers (revoke the queued task)."""
     try:
-        dispatcher.request_stop(job.id, job.celery_task_id)
+        dispatcher.request_stop(job_id, task_id)
     except Exception:
         # The job is STOPPING in the database, which running workers poll; a lost revoke
         # only delays the stop of a job that is still queued.
-        logger.exception("could not send the stop request for optimization job %s", job.id)
+        logger.exception("could not send the stop request for optimization job %s", job_id)
 
 
 def delete_job(session: Session, *, principal: Principal, name: str) -> None:
     job = get_job(session, principal=principal, name=name, for_update=True)
     if not job.status.is_terminal:
-        session.rollback()
         raise ValidationException(
             f'Cannot delete optimization job "{job.name}" in status {job.status}. Stop the job and delete it '
             "after it reaches COMPLETED, FAILED or STOPPED."
         )
     delete_resource_tags(session, resource_arn=job.arn)
     delete_optimization_job(session, job=job)
-    session.commit()

@@ -1,4 +1,8 @@
-"""CreateModel, DescribeModel, ListModels and DeleteModel."""
+"""CreateModel, DescribeModel, ListModels and DeleteModel.
+
+These functions never commit: the caller's unit of work does (an api request, or the
+worker's publish step, which creates a job's output model inside its own transaction).
+"""
 
 from __future__ import annotations
 
@@ -104,7 +108,7 @@ def create_model(session: Session, *, principal: Principal, request: CreateModel
     except NameAlreadyExistsError:
         raise ValidationException(f'Cannot create already existing model "{arn}".') from None
     tag_new_resource(session, principal=principal, arn=arn, tags=request.tags)
-    session.commit()
+    session.flush()
     return model
 
 
@@ -150,4 +154,3 @@ def delete_model(session: Session, *, principal: Principal, name: str) -> None:
     model = get_model(session, principal=principal, name=name)
     delete_resource_tags(session, resource_arn=model.arn)
     delete_sagemaker_model(session, model=model)
-    session.commit()

@@ -21,7 +21,7 @@ from core.services.optimization_jobs import create_job
 from db.models.optimization_job_status import OptimizationJobStatus as Status
 from db.queries.account import delete_access_key, dev_access_key_exists, ensure_dev_access_key
 from db.queries.optimization_job import list_job_events
-from db.session import create_db_engine, create_session_factory
+from db.session import UnitOfWork, create_db_engine, create_session_factory
 from db.settings import Settings
 from tests.api.signed_http import signed_headers
 from tests.factories.accounts import AccountCredentials, create_account
@@ -55,26 +55,26 @@ def request(**overrides: Any) -> CreateOptimizationJobRequest:
 def test_active_job_limit_is_resource_limit_exceeded(db_session: Session) -> None:
     principal = principal_for(db_session)
     dispatcher = RecordingDispatcher()
-    first = create_job(
-        db_session, principal=principal, request=request(), dispatcher=dispatcher, max_active_jobs=1
-    )
+    unit = UnitOfWork(db_session)
+    first = create_job(unit, principal=principal, request=request(), dispatcher=dispatcher, max_active_jobs=1)
+    unit.commit()  # the request's boundary: commit, then queue
     assert dispatcher.enqueued == [first.id]
     assert first.celery_task_id == f"task-{first.id}"
     with pytest.raises(ResourceLimitExceeded, match="already has 1 active optimization jobs"):
-        create_job(
-            db_session, principal=principal, request=request(), dispatcher=dispatcher, max_active_jobs=1
-        )
+        create_job(unit, principal=principal, request=request(), dispatcher=dispatcher, max_active_jobs=1)
 
 
 def test_a_job_that_cannot_be_queued_fails_with_the_reason(db_session: Session) -> None:
     principal = principal_for(db_session)
+    unit = UnitOfWork(db_session)
     job = create_job(
-        db_session,
+        unit,
         principal=principal,
         request=request(),
         dispatcher=RecordingDispatcher(fail=True),
         max_active_jobs=10,
     )
+    unit.commit()  # the request's boundary: commit, then queue (which fails)
     assert job.status is Status.FAILED
     assert job.failure_reason == "The job could not be queued for a worker: broker unreachable"
     assert [event.status for event in list_job_events(db_session, job_id=job.id)] == [
