@@ -6,10 +6,10 @@ CreateOptimizationJob snapshotted into the job.
 
 from __future__ import annotations
 
-from typing import Any
-
 from core.job_errors import JobFailedError
 from core.s3 import S3Location
+from core.sagemaker.shapes.optimization_jobs import OptimizationJobModelSource
+from core.sagemaker.shapes.sagemaker_models import ContainerDefinition
 
 # SageMaker's channel name for an existing EAGLE head (AdditionalModelDataSources).
 EAGLE_MODEL_CHANNEL = "eagle_model"
@@ -22,24 +22,26 @@ def parse_s3_uri(uri: str, *, field: str) -> S3Location:
         raise JobFailedError(str(exc)) from exc
 
 
-def model_location(model_source: dict[str, Any], source_model_container: dict[str, Any] | None) -> S3Location:
+def model_location(
+    model_source: OptimizationJobModelSource, source_model_container: ContainerDefinition | None
+) -> S3Location:
     """The S3 prefix holding the base model's files, from ModelSource (S3 URI or SageMaker model)."""
-    s3_source = model_source.get("S3")
-    if s3_source and s3_source.get("S3Uri"):
-        return parse_s3_uri(s3_source["S3Uri"], field="ModelSource.S3.S3Uri")
+    if model_source.s3 is not None and model_source.s3.s3_uri:
+        return parse_s3_uri(model_source.s3.s3_uri, field="ModelSource.S3.S3Uri")
     if source_model_container is None:
         raise JobFailedError(
             "ModelSource names neither an S3 URI nor a SageMaker model with a PrimaryContainer"
         )
-    data_source = (source_model_container.get("ModelDataSource") or {}).get("S3DataSource")
-    if data_source:
-        if data_source.get("CompressionType", "None") != "None":
+    model_data_source = source_model_container.model_data_source
+    data_source = None if model_data_source is None else model_data_source.s3_data_source
+    if data_source is not None:
+        if data_source.compression_type != "None":
             raise JobFailedError(
                 "PrimaryContainer.ModelDataSource.S3DataSource.CompressionType must be None: "
                 "the model must be an uncompressed directory on S3"
             )
-        return parse_s3_uri(data_source["S3Uri"], field="PrimaryContainer.ModelDataSource.S3DataSource.S3Uri")
-    url = source_model_container.get("ModelDataUrl")
+        return parse_s3_uri(data_source.s3_uri, field="PrimaryContainer.ModelDataSource.S3DataSource.S3Uri")
+    url = source_model_container.model_data_url
     if url:
         if url.endswith((".tar.gz", ".tgz", ".tar")):
             raise JobFailedError(
@@ -52,7 +54,7 @@ def model_location(model_source: dict[str, Any], source_model_container: dict[st
     )
 
 
-def eagle_head_location(source_model_container: dict[str, Any] | None) -> S3Location | None:
+def eagle_head_location(source_model_container: ContainerDefinition | None) -> S3Location | None:
     """The ``eagle_model`` channel's S3 prefix, or None; any other channel fails the job.
 
     An optimization job reads only the base model and an EAGLE head, so a channel it would
@@ -61,22 +63,22 @@ def eagle_head_location(source_model_container: dict[str, Any] | None) -> S3Loca
     if source_model_container is None:
         return None
     head: S3Location | None = None
-    for index, source in enumerate(source_model_container.get("AdditionalModelDataSources") or [], 1):
-        channel = source.get("ChannelName")
+    for index, source in enumerate(source_model_container.additional_model_data_sources or [], 1):
+        channel = source.channel_name
         if channel != EAGLE_MODEL_CHANNEL:
             raise JobFailedError(
                 f"PrimaryContainer.AdditionalModelDataSources.{index}: channel {channel!r} is not "
                 f"supported; an optimization job reads only the '{EAGLE_MODEL_CHANNEL}' channel "
                 "(an existing EAGLE-3 head to start from)"
             )
-        data = source.get("S3DataSource") or {}
-        if data.get("CompressionType", "None") != "None" or data.get("S3DataType", "S3Prefix") != "S3Prefix":
+        data = source.s3_data_source
+        if data.compression_type != "None" or data.s3_data_type != "S3Prefix":
             raise JobFailedError(
                 f"The {EAGLE_MODEL_CHANNEL} channel must be an uncompressed S3Prefix directory, got "
-                f"S3DataType={data.get('S3DataType')} CompressionType={data.get('CompressionType')}"
+                f"S3DataType={data.s3_data_type} CompressionType={data.compression_type}"
             )
         head = parse_s3_uri(
-            str(data.get("S3Uri", "")),
+            data.s3_uri,
             field=f"PrimaryContainer.AdditionalModelDataSources.{index}.S3DataSource.S3Uri",
         )
     return head

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.job_spec import JobSnapshot
+from core.job_spec import JobSpec
 from core.model_source import parse_s3_uri
 from core.s3 import S3Location
 
@@ -46,8 +46,8 @@ class OutputLayout:
     staging: S3Location
 
     @classmethod
-    def for_job(cls, job: JobSnapshot) -> OutputLayout:
-        uri = str(job.output_config.get("S3OutputLocation", ""))
+    def for_job(cls, job: JobSpec) -> OutputLayout:
+        uri = job.output_config.s3_output_location
         final = parse_s3_uri(uri, field="OutputConfig.S3OutputLocation").as_directory
         return cls(final=final, staging=final.child(f"{STAGING_ROOT}job-{job.id}/"))
 

@@ -7,9 +7,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
-from core.eagle_knobs import EagleKnobError, EagleKnobs
-from core.job_errors import JobFailedError
-from core.job_spec import JobSnapshot
+from core.eagle_knobs import EagleKnobs
+from core.job_spec import JobSpec
 from core.output_layout import OutputLayout
 from core.s3 import s3_client
 from core.s3_store import S3Store
@@ -41,7 +40,7 @@ class StageSpan:
 
 @dataclass
 class JobContext:
-    job: JobSnapshot
+    job: JobSpec
     settings: Settings
     monitor: JobMonitor
     record_progress: ProgressRecorder
@@ -85,13 +84,10 @@ class JobContext:
     def layout(self) -> OutputLayout:
         return OutputLayout.for_job(self.job)
 
-    @cached_property
+    @property
     def knobs(self) -> EagleKnobs:
-        """The job's EAGLE_* OptimizationEnvironment, parsed by the api's own model."""
-        try:
-            return EagleKnobs.from_environment(self.job.optimization_environment)
-        except EagleKnobError as error:
-            raise JobFailedError(f"OptimizationEnvironment: {error}") from error
+        """The job's EAGLE_* OptimizationEnvironment (``JobSpec.knobs``: parsed once, on first use)."""
+        return self.job.knobs
 
     @property
     def work_dir(self) -> Path:

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.job_spec import JobSnapshot
+from core.job_spec import InvalidJobSpecError, JobSpec
 from db.models.optimization_job import OptimizationJob
 from db.models.optimization_job_status import OptimizationJobStatus
 from db.queries.optimization_job import (
@@ -45,7 +45,7 @@ REQUEUE_STAGE = "requeued"
 class Claim:
     """What a delivery of a job may do: run ``job``, wait and ask again, or nothing."""
 
-    job: JobSnapshot | None
+    job: JobSpec | None
     # > 0: the job's previous worker may still be alive; claim again after this long.
     wait_seconds: float = 0.0
     heartbeat: datetime | None = None
@@ -114,7 +114,7 @@ class JobStore:
                     status=OptimizationJobStatus.INPROGRESS,
                     message=f"Job picked up by worker {worker_name}",
                 )
-                return Claim(JobSnapshot.from_row(job))
+                return self._claimed(session, job)
             return self._claim_running(
                 session, job, worker_name, task_id, lease_seconds, max_attempts, previous_heartbeat
             )
@@ -157,7 +157,22 @@ class JobStore:
         if task_id is not None:
             job.celery_task_id = task_id
         session.flush()
-        return Claim(JobSnapshot.from_row(job))
+        return self._claimed(session, job)
+
+    def _claimed(self, session: Session, job: OptimizationJob) -> Claim:
+        """The claimed job's spec; a row whose stored request does not parse fails at once."""
+        try:
+            return Claim(JobSpec.from_row(job))
+        except InvalidJobSpecError as error:
+            logger.error("optimization job %s cannot run: %s", job.id, error)
+            transition_optimization_job(
+                session,
+                job=job,
+                status=OptimizationJobStatus.FAILED,
+                message=f"Job failed: {error}",
+                failure_reason=str(error),
+            )
+            return Claim(None)
 
     def _resume_or_fail(
         self, session: Session, job: OptimizationJob, max_attempts: int, *, message: str

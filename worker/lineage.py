@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from core.job_spec import JobSnapshot
+from core.job_spec import JobSpec
 from worker.artifacts import JobArtifacts, required
 from worker.code_version import code_version
 from worker.output_model import OutputModel
@@ -61,7 +61,7 @@ class PublishedFile:
 
 
 def build_lineage(
-    job: JobSnapshot,
+    job: JobSpec,
     artifacts: JobArtifacts,
     *,
     outputs: list[PublishedFile],

@@ -14,12 +14,18 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from core.job_errors import JobFailedError
-from core.job_spec import JobSnapshot
+from core.job_spec import JobSpec
 from core.model_source import EAGLE_MODEL_CHANNEL
 from core.principal import Principal
 from core.s3 import S3Location
 from core.sagemaker.errors import AwsError
-from core.sagemaker.shapes.sagemaker_models import CreateModelInput
+from core.sagemaker.shapes.sagemaker_models import (
+    AdditionalModelDataSource,
+    ContainerDefinition,
+    CreateModelInput,
+    ModelDataSource,
+    S3ModelDataSource,
+)
 from core.services.sagemaker_models import create_model
 from db.queries.sagemaker_model import get_sagemaker_model_by_name
 
@@ -30,32 +36,34 @@ class OutputModel:
     arn: str
 
 
-def s3_prefix_source(uri: str) -> dict[str, Any]:
-    return {"S3DataSource": {"S3Uri": uri, "S3DataType": "S3Prefix", "CompressionType": "None"}}
+def s3_prefix_source(uri: str) -> S3ModelDataSource:
+    return S3ModelDataSource(s3_uri=uri, s3_data_type="S3Prefix", compression_type="None")
 
 
 def output_model_request(
-    job: JobSnapshot, *, name: str, base_model: S3Location, head_uri: str, image: str
+    job: JobSpec, *, name: str, base_model: S3Location, head_uri: str, image: str
 ) -> dict[str, Any]:
     """CreateModel's body: the source container (or one for the S3 model) plus the new head."""
-    if job.source_model_container is not None:
-        container = dict(job.source_model_container)
-    else:
-        container = {"Image": image, "ModelDataSource": s3_prefix_source(base_model.uri)}
+    container = job.source_model_container or ContainerDefinition(
+        image=image, model_data_source=ModelDataSource(s3_data_source=s3_prefix_source(base_model.uri))
+    )
     channels = [
         source
-        for source in container.get("AdditionalModelDataSources") or []
-        if source.get("ChannelName") != EAGLE_MODEL_CHANNEL
+        for source in container.additional_model_data_sources or []
+        if source.channel_name != EAGLE_MODEL_CHANNEL
     ]
-    container["AdditionalModelDataSources"] = [
-        *channels,
-        {"ChannelName": EAGLE_MODEL_CHANNEL, **s3_prefix_source(head_uri)},
-    ]
-    return {"ModelName": name, "PrimaryContainer": container, "ExecutionRoleArn": job.role_arn}
+    head = AdditionalModelDataSource(
+        channel_name=EAGLE_MODEL_CHANNEL, s3_data_source=s3_prefix_source(head_uri)
+    )
+    container = container.model_copy(update={"additional_model_data_sources": [*channels, head]})
+    return {"ModelName": name, "PrimaryContainer": container.to_wire(), "ExecutionRoleArn": job.role_arn}
 
 
-def create_output_model(session: Session, job: JobSnapshot, request: dict[str, Any]) -> OutputModel:
-    """Create the model, or accept one this job already created (a redelivered publish)."""
+def create_output_model(session: Session, job: JobSpec, request: dict[str, Any]) -> OutputModel:
+    """Create the model, or accept one this job already created (a redelivered publish).
+
+    In the caller's unit of work: the CreateModel service only flushes, the caller commits.
+    """
     name = str(request["ModelName"])
     existing = get_sagemaker_model_by_name(session, account_id=job.account_id, name=name)
     if existing is not None:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from core.job_errors import JobFailedError, JobInterruptedError, StopRequestedError
-from core.job_spec import JobSnapshot
+from core.job_spec import JobSpec
 from db.models.optimization_job_status import OptimizationJobStatus
 from db.settings import Settings, get_settings
 from db.types import utc_now
@@ -76,7 +76,7 @@ def run_optimization_job(
     return store.finish(job_id, outcome)
 
 
-def _claim(store: JobStore, job_id: int, settings: Settings, task_id: str | None) -> JobSnapshot | None:
+def _claim(store: JobStore, job_id: int, settings: Settings, task_id: str | None) -> JobSpec | None:
     """The job to run, waiting out the lease of a previous worker that may still be alive."""
     claim_job = partial(
         store.claim,

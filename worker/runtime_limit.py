@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.job_spec import JobSnapshot
+from core.job_spec import JobSpec
 from worker.monitor import RuntimeLimit
 
 
-def runtime_limit_for(job: JobSnapshot, *, now: datetime) -> RuntimeLimit | None:
+def runtime_limit_for(job: JobSpec, *, now: datetime) -> RuntimeLimit | None:
     limit = job.max_runtime_seconds
     if limit is None:
         return None

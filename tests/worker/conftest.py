@@ -1,5 +1,5 @@
-"""Worker tests' own fixtures: the api as a separate process, an S3 endpoint that hangs, and
-tiny real inputs (a target model with SmolLM2's tokenizer, an existing EAGLE head)."""
+"""Worker tests' own fixtures: the api as a separate process, an S3 endpoint that hangs, and an
+existing EAGLE head for the tiny target with SmolLM2's tokenizer (tests/fixtures/models.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from db.session import session_scope
 from tests.factories.accounts import AccountCredentials, create_account
 from tests.fixtures.api_process import launch_api_process
 from tests.worker.stalled_server import StalledServer
-from tests.worker.tiny_inputs import write_tiny_head, write_tiny_target
+from tests.worker.tiny_inputs import write_tiny_head
 from tests.worker.worker_jobs import WorkerJobs
 
 
@@ -65,12 +65,6 @@ def worker_jobs(
 
 
 @pytest.fixture(scope="session")
-def tiny_target_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random Llama with SmolLM2's tokenizer: trains and decodes in milliseconds per step."""
-    return write_tiny_target(smollm2_dir, tmp_path_factory.mktemp("tiny-target"))
-
-
-@pytest.fixture(scope="session")
-def tiny_head_dir(tiny_target_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An existing (untrained) EAGLE-3 head for ``tiny_target_dir``, in the native format."""
-    return write_tiny_head(tiny_target_dir, tmp_path_factory.mktemp("tiny-head") / "eagle_model")
+def tiny_head_dir(tiny_smollm2_target_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An existing (untrained) EAGLE-3 head for ``tiny_smollm2_target_dir``, in the native format."""
+    return write_tiny_head(tiny_smollm2_target_dir, tmp_path_factory.mktemp("tiny-head") / "eagle_model")

@@ -87,9 +87,9 @@ class Inputs:
 
 @pytest.fixture
 def inputs(
-    s3_client: Any, s3_bucket: str, tiny_target_dir: Path, tiny_head_dir: Path, tmp_path: Path
+    s3_client: Any, s3_bucket: str, tiny_smollm2_target_dir: Path, tiny_head_dir: Path, tmp_path: Path
 ) -> Inputs:
-    return Inputs(s3_client, s3_bucket, tiny_target_dir, tiny_head_dir, tmp_path)
+    return Inputs(s3_client, s3_bucket, tiny_smollm2_target_dir, tiny_head_dir, tmp_path)
 
 
 @pytest.fixture

@@ -74,8 +74,10 @@ class TrainingJobs:
 
 
 @pytest.fixture
-def training(worker_jobs: WorkerJobs, s3_client: Any, s3_bucket: str, tiny_target_dir: Path) -> TrainingJobs:
-    return TrainingJobs(worker_jobs, s3_client, s3_bucket, tiny_target_dir)
+def training(
+    worker_jobs: WorkerJobs, s3_client: Any, s3_bucket: str, tiny_smollm2_target_dir: Path
+) -> TrainingJobs:
+    return TrainingJobs(worker_jobs, s3_client, s3_bucket, tiny_smollm2_target_dir)
 
 
 def _training(job: OptimizationJob) -> bool:

@@ -122,6 +122,22 @@ def test_a_job_stopped_before_it_started_is_confirmed_stopped(
     assert Status.INPROGRESS not in [status for status, _, _ in events]
 
 
+def test_a_job_whose_stored_request_does_not_parse_fails_when_claimed(
+    store: JobStore, worker_settings: Settings, worker_session_factory: SessionFactory, model_uri: str
+) -> None:
+    # The api stores only validated requests; this row was edited by hand.
+    job_id = _new_job(worker_session_factory, model_uri, output_config={"KmsKeyId": "key"})
+
+    assert _run(job_id, store, worker_settings) is None
+
+    job, events = _job(worker_session_factory, job_id)
+    assert job.status is Status.FAILED
+    assert job.failure_reason == (
+        "The job's stored request cannot be read: OutputConfig.S3OutputLocation: Field required"
+    )
+    assert [status for status, _, _ in events] == [Status.STARTING, Status.INPROGRESS, Status.FAILED]
+
+
 def test_the_default_pipeline_stops_at_the_first_failing_stage(
     store: JobStore,
     worker_settings: Settings,

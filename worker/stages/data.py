@@ -37,13 +37,13 @@ def resolve_training_data(ctx: JobContext) -> None:
         kind = "BuiltIn"
         snapshot, listing, datasets = _builtin_snapshot(ctx)
     else:
-        data_type = source.get("S3DataType", "S3Prefix")
+        data_type = source.s3_data_type
         if data_type == "S3Prefix":
             kind = "S3Prefix"
-            snapshot = _prefix_snapshot(ctx, str(source.get("S3Uri", "")))
+            snapshot = _prefix_snapshot(ctx, source.s3_uri)
         elif data_type == "ManifestFile":
             kind = "ManifestFile"
-            snapshot, listing = _manifest_snapshot(ctx, str(source.get("S3Uri", "")))
+            snapshot, listing = _manifest_snapshot(ctx, source.s3_uri)
         else:
             raise JobFailedError(
                 f"TrainingDataSource.S3DataType {data_type!r} is not supported; "

@@ -79,17 +79,18 @@ def _copy_outputs(ctx: JobContext) -> list[PublishedFile]:
 
 
 def _create_output_model(ctx: JobContext) -> OutputModel | None:
-    name = (ctx.job.output_config.get("SageMakerModel") or {}).get("ModelName")
-    if not name:
+    name = ctx.job.output_model_name
+    if name is None:
         return None
     model = required(ctx.artifacts.model, "the base model")
     request = output_model_request(
         ctx.job,
-        name=str(name),
+        name=name,
         base_model=model.location,
         head_uri=ctx.layout.head_uri,
         image=_inference_image(ctx),
     )
+    # The model and its tags are committed when this unit of work ends (the service never commits).
     with ctx.store.unit_of_work() as session:
         created = create_output_model(session, ctx.job, request)
     ctx.report(f"Created the SageMaker model {created.name} with the new head", fraction=0.85)
@@ -97,8 +98,9 @@ def _create_output_model(ctx: JobContext) -> OutputModel | None:
 
 
 def _inference_image(ctx: JobContext) -> str:
-    container = ctx.job.source_model_container or {}
-    return str(container.get("Image") or ctx.settings.recommended_inference_image)
+    container = ctx.job.source_model_container
+    image = None if container is None else container.image
+    return image or ctx.settings.recommended_inference_image
 
 
 def _sha256(path: Path) -> str:

@@ -57,10 +57,10 @@ def train_head(ctx: JobContext) -> None:
     finally:
         progress.save_points()  # the steps since the last report, also of a stopped run
     sync.sync()
-    if result.stopped:
+    if result.training.stopped:
         ctx.check()  # raises the stop request or the deadline that made the trainer stop
         raise RuntimeError("the trainer stopped although neither a stop nor the deadline was reached")
-    if result.head_dir is None:
+    if result.files.head_dir is None:
         raise RuntimeError("the trainer finished without exporting a head")
     _stage_outputs(ctx, run_dir, result)
 
@@ -101,9 +101,10 @@ def _stage_outputs(ctx: JobContext, run_dir: Path, result: TrainResult) -> None:
     # The marker goes last: its presence means the head and metrics above are complete.
     ctx.s3.put_json(document, layout.staged(TRAIN_RESULT))
     _set_output(ctx, run_dir, document)
+    training = result.training
     ctx.report(
-        f"Trained {result.steps} steps ({result.stop_reason}); final loss "
-        f"{result.final_loss if result.final_loss is not None else 'n/a'}",
+        f"Trained {training.steps} steps ({training.stop_reason}); final loss "
+        f"{training.final_loss if training.final_loss is not None else 'n/a'}",
         fraction=1.0,
     )
 

@@ -10,6 +10,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.job_errors import JobFailedError
 from core.model_source import model_location
 from core.s3 import S3_MAX_ATTEMPTS, S3Location
+from core.sagemaker.shapes.optimization_jobs import OptimizationJobModelSource
+from core.sagemaker.shapes.sagemaker_models import ContainerDefinition
 from db.models.optimization_job_status import OptimizationJobStatus as Status
 from db.queries.optimization_job import get_optimization_job_by_id
 from db.session import session_scope
@@ -23,28 +25,37 @@ from worker.runner import run_optimization_job
 from worker.stages.validate import validate_artifacts
 
 
+def _location(model_source: dict[str, Any], container: dict[str, Any] | None) -> S3Location:
+    """model_location of the members as a job row stores them (PascalCase JSON)."""
+    return model_location(
+        OptimizationJobModelSource.model_validate(model_source),
+        None if container is None else ContainerDefinition.model_validate(container),
+    )
+
+
+def _s3_data_source(uri: str, compression: str) -> dict[str, Any]:
+    return {"S3DataSource": {"S3Uri": uri, "S3DataType": "S3Prefix", "CompressionType": compression}}
+
+
 def test_model_location_from_an_s3_uri() -> None:
-    assert model_location({"S3": {"S3Uri": "s3://models/llama/"}}, None) == S3Location("models", "llama/")
+    assert _location({"S3": {"S3Uri": "s3://models/llama/"}}, None) == S3Location("models", "llama/")
 
 
 def test_model_location_from_a_sagemaker_models_uncompressed_data_source() -> None:
-    container = {"ModelDataSource": {"S3DataSource": {"S3Uri": "s3://b/m/", "CompressionType": "None"}}}
-    assert model_location({"SageMakerModel": {"ModelName": "m"}}, container) == S3Location("b", "m/")
+    container = {"ModelDataSource": _s3_data_source("s3://b/m/", "None")}
+    assert _location({"SageMakerModel": {"ModelName": "m"}}, container) == S3Location("b", "m/")
 
 
 def test_model_location_from_a_model_data_url_directory() -> None:
     container = {"ModelDataUrl": "s3://b/dir/"}
-    assert model_location({"SageMakerModel": {"ModelName": "m"}}, container) == S3Location("b", "dir/")
+    assert _location({"SageMakerModel": {"ModelName": "m"}}, container) == S3Location("b", "dir/")
 
 
 @pytest.mark.parametrize(
     ("container", "message"),
     [
         ({"ModelDataUrl": "s3://b/model.tar.gz"}, "is an archive"),
-        (
-            {"ModelDataSource": {"S3DataSource": {"S3Uri": "s3://b/m.tar.gz", "CompressionType": "Gzip"}}},
-            "CompressionType must be None",
-        ),
+        ({"ModelDataSource": _s3_data_source("s3://b/m.tar.gz", "Gzip")}, "CompressionType must be None"),
         ({"Image": "x"}, "neither ModelDataUrl nor ModelDataSource"),
         (None, "neither an S3 URI nor a SageMaker model"),
     ],
@@ -53,12 +64,12 @@ def test_model_location_rejects_what_cannot_be_trained_on(
     container: dict[str, Any] | None, message: str
 ) -> None:
     with pytest.raises(JobFailedError, match=message):
-        model_location({"SageMakerModel": {"ModelName": "m"}}, container)
+        _location({"SageMakerModel": {"ModelName": "m"}}, container)
 
 
 def test_model_location_rejects_a_non_s3_uri_naming_the_field() -> None:
     with pytest.raises(JobFailedError, match=r"ModelSource.S3.S3Uri must be an s3:// URI, got 'https://x/y'"):
-        model_location({"S3": {"S3Uri": "https://x/y"}}, None)
+        _location({"S3": {"S3Uri": "https://x/y"}}, None)
 
 
 def _validate(
