@@ -1,8 +1,10 @@
-"""Train an EAGLE-3 draft head for a frozen target model, top to bottom:
+"""Train an EAGLE-3 draft head for a frozen target model. ``train`` reads top to bottom:
 
-setup -> target -> data (load, hold out, regenerate, tokenise) -> draft vocabulary and
-head -> optimizer -> batches -> (resume) -> loop (features, TTT loss, step, log,
-evaluate + checkpoint, stop flag, time budget) -> export.
+start (clocks, seed, output directory) -> target -> data (load, hold out, regenerate,
+tokenise) -> draft vocabulary and head -> trainer (optimizer, batches) -> resume -> loop
+(features, TTT loss, step, log, evaluate + checkpoint, stop flag, time budget) -> last
+checkpoint -> export -> result. ``_Run`` is what every step shares (config, budget clock,
+callbacks); ``_Trainer`` is the head's optimisation and how far it got.
 
 ``train(config, progress, should_stop)`` is what the worker and ``python -m trainer
 train`` call. It returns cleanly (``stopped=True``, after a checkpoint) when
@@ -16,9 +18,9 @@ import math
 import shutil
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict
-from functools import partial
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ from trainer.data.tokenize import TokenizedConversation
 from trainer.data.vocab import DraftVocab, build_draft_vocab
 from trainer.eagle.batch_runner import BatchRunner, TrainOrder
 from trainer.eagle.batching import Batch, plan_batches
-from trainer.eagle.budget_clock import budget_clock
+from trainer.eagle.budget_clock import Clock, budget_clock
 from trainer.eagle.capture import check_supported, decoder_layers, input_embedding_weight
 from trainer.eagle.checkpoint import (
     best_checkpoint,
@@ -43,6 +45,7 @@ from trainer.eagle.checkpoint import (
 from trainer.eagle.config import Eagle3HeadConfig, default_aux_layer_ids
 from trainer.eagle.data import (
     PREPARED_DIR,
+    DataStats,
     PreparedData,
     data_fingerprint,
     load_prepared,
@@ -54,15 +57,22 @@ from trainer.eagle.features import FeatureCache, TargetTeacher
 from trainer.eagle.head_init import init_head_from_target
 from trainer.eagle.model import Eagle3DraftModel
 from trainer.eagle.reporting import (
+    DataSummary,
+    DraftHeadSummary,
     EvalMetrics,
+    Evaluation,
     MetricsLog,
+    RunFiles,
     Stage,
     StopReason,
+    Timing,
+    TrainingSummary,
     TrainProgress,
     TrainResult,
     acceptance_length_estimate,
 )
 from trainer.eagle.schedule import StepTimer, estimate_seconds, learning_rate, steps_that_fit
+from trainer.eagle.ttt import TTTOutput
 
 logger = logging.getLogger(__name__)
 
@@ -76,380 +86,229 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 _RESERVE_SECONDS = 15.0
 
 
-# One readable top-to-bottom loop, nanoGPT style: splitting it would hide the order of events.
-def train(  # noqa: PLR0912, PLR0915
+def train(
     config: TrainConfig,
     progress: ProgressFn | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> TrainResult:
-    # ------------------------------------------------------------------ setup
-    clock = budget_clock(config.budget_clock)  # every budget and stage time below is on this clock
-    wall_started, cpu_started = time.monotonic(), time.process_time()
-    started = clock()
-    budget = None if config.time_budget_minutes is None else config.time_budget_minutes * 60.0
-    stop_requested = should_stop or (lambda: False)
-    if config.num_threads is not None:
-        torch.set_num_threads(config.num_threads)
-    torch.manual_seed(config.seed)
-    out_dir = config.out_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint_dir = out_dir / CHECKPOINT_DIRNAME
-    if not config.resume:
-        # Starting over: an earlier run's checkpoints and samples must not be picked up.
-        for stale in (checkpoint_dir, out_dir / PREPARED_DIR):
-            shutil.rmtree(stale, ignore_errors=True)
-    resume_from = latest_checkpoint(checkpoint_dir)
-    stage_seconds: dict[str, float] = {}
+    run = _start(config, progress, should_stop)
+    target, tokenizer, architecture = _load_target_timed(run)
+    data = _prepare_data(run, target, tokenizer)
+    if data.stopped:
+        run.report("done")
+        return _stopped_before_training(run, data, architecture)
+    if not data.train:
+        raise ValueError(_no_samples_message(data))
+    head, vocab_coverage = _build_head(config, target, data.train)
+    trainer = _Trainer.create(run, head, _teacher(config, target, head), tokenizer, data)
+    trainer.resume(latest_checkpoint(run.checkpoint_dir))
+    trainer.loop()
+    trainer.checkpoint_last_step()
+    best = best_checkpoint(run.checkpoint_dir)
+    # A stopped run is resumed later, not published.
+    head_dir = None if trainer.stopped else trainer.export(best)
+    run.report("done", trainer.step, trainer.total_steps)
+    return _result(
+        run,
+        data,
+        files=run.files(head_dir=head_dir, best=best),
+        training=trainer.summary(),
+        evaluation=Evaluation(final_eval=trainer.last_eval, best_eval=trainer.best_eval),
+        head=_head_summary(architecture, head.config, vocab_coverage),
+        tokens_trained=trainer.tokens_trained,
+        train_seconds=trainer.train_seconds,
+    )
 
-    def report(stage: Stage, step: int = 0, total: int = 0, **fields: Any) -> None:
-        if progress is not None:
-            elapsed = clock() - started
-            progress(
+
+# ---------------------------------------------------------------------- the run
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class _Run:
+    """What every step of a run shares: its config, the budget clock and the caller's callbacks."""
+
+    config: TrainConfig
+    progress: ProgressFn | None
+    should_stop: Callable[[], bool]
+    clock: Clock  # every budget and stage time is on this clock
+    wall_started: float
+    cpu_started: float
+    started: float  # on the budget clock
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def budget(self) -> float | None:
+        minutes = self.config.time_budget_minutes
+        return None if minutes is None else minutes * 60.0
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.config.out_dir / CHECKPOINT_DIRNAME
+
+    def report(self, stage: Stage, step: int = 0, total: int = 0, **fields: Any) -> None:
+        if self.progress is not None:
+            elapsed = self.clock() - self.started
+            self.progress(
                 TrainProgress(stage=stage, step=step, total_steps=total, elapsed_seconds=elapsed, **fields)
             )
 
-    # ------------------------------------------------------------------ target
-    report("loading_model")
-    mark = clock()
-    target, tokenizer = _load_target(config.model_dir)
-    architecture = check_supported(target.config)
-    stage_seconds["load_model"] = clock() - mark
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        mark = self.clock()
+        yield
+        self.stage_seconds[stage] = self.clock() - mark
 
-    # ------------------------------------------------------------------ data
-    mark = clock()
-    fingerprint = data_fingerprint(config)
-    data = load_prepared(out_dir, fingerprint)
-    if data is None:
-        regenerate_deadline = None if budget is None else started + budget * config.regenerate_budget_fraction
-        data = prepare_data(
-            config,
-            target,
-            tokenizer,
-            report=report,
-            should_stop=stop_requested,
-            regenerate_deadline=regenerate_deadline,
-            regenerate_bf16=_use_bf16(config.compute_dtype),
-            clock=clock,
-            # A fine-tuned head keeps its own layers, known once it is loaded: its features
-            # come from the training pass instead.
-            feature_layers=None
-            if config.init_head_dir is not None
-            else list(config.aux_layer_ids or default_aux_layer_ids(len(decoder_layers(target)))),
-        )
-        if not data.stopped:
-            save_prepared(out_dir, data, fingerprint)
-    stage_seconds["data"] = clock() - mark
-    if data.stopped:
-        report("done")
-        return _result(
-            config,
-            data,
-            elapsed=(clock() - started, time.monotonic() - wall_started, time.process_time() - cpu_started),
-            stage_seconds=stage_seconds,
-            architecture=architecture,
-            head_config=None,
-            head_dir=None,
-            stopped=True,
-            stop_reason="stop_requested",
-        )
-    if not data.train:
-        raise ValueError(_no_samples_message(data))
+    def train_deadline(self, eval_seconds: float) -> float | None:
+        """When the training loop stops, leaving time for the final evaluation, checkpoint and export."""
+        if self.budget is None:
+            return None
+        return self.started + self.budget - min(_RESERVE_SECONDS, 0.1 * self.budget) - eval_seconds
 
-    # ------------------------------------------------------------------ draft vocabulary + head
-    use_bf16 = _use_bf16(config.compute_dtype)
-    head, vocab_coverage = _build_head(config, target, data.train)
+    def files(self, *, head_dir: Path | None, best: Path | None) -> RunFiles:
+        return RunFiles(
+            out_dir=str(self.config.out_dir),
+            head_dir=str(head_dir) if head_dir else None,
+            metrics_path=str(self.config.out_dir / METRICS_FILE),
+            checkpoint_dir=str(self.checkpoint_dir),
+            best_checkpoint=str(best) if best else None,
+        )
+
+    def timing(self, *, tokens_trained: int, train_seconds: float) -> Timing:
+        return Timing(
+            tokens_trained=tokens_trained,
+            train_tokens_per_s=tokens_trained / train_seconds if train_seconds > 0 else 0.0,
+            stage_seconds=self.stage_seconds,
+            seconds=self.clock() - self.started,
+            wall_seconds=time.monotonic() - self.wall_started,
+            cpu_seconds=time.process_time() - self.cpu_started,
+            budget_clock=self.config.budget_clock,
+        )
+
+
+def _start(config: TrainConfig, progress: ProgressFn | None, should_stop: Callable[[], bool] | None) -> _Run:
+    """Start the clocks, seed, and clear the output directory unless resuming."""
+    clock = budget_clock(config.budget_clock)
+    run = _Run(
+        config,
+        progress,
+        should_stop or _never,
+        clock,
+        wall_started=time.monotonic(),
+        cpu_started=time.process_time(),
+        started=clock(),
+    )
+    if config.num_threads is not None:
+        torch.set_num_threads(config.num_threads)
+    torch.manual_seed(config.seed)
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    if not config.resume:
+        # Starting over: an earlier run's checkpoints and samples must not be picked up.
+        for stale in (run.checkpoint_dir, config.out_dir / PREPARED_DIR):
+            shutil.rmtree(stale, ignore_errors=True)
+    return run
+
+
+def _load_target_timed(run: _Run) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
+    run.report("loading_model")
+    with run.timed("load_model"):
+        target, tokenizer = _load_target(run.config.model_dir)
+        architecture = check_supported(target.config)
+    return target, tokenizer, architecture
+
+
+def _prepare_data(run: _Run, target: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> PreparedData:
+    """The samples an earlier attempt of this run prepared from the same inputs, or new ones."""
+    config = run.config
+    with run.timed("data"):
+        fingerprint = data_fingerprint(config)
+        data = load_prepared(config.out_dir, fingerprint)
+        if data is None:
+            data = _new_data(run, target, tokenizer)
+            if not data.stopped:
+                save_prepared(config.out_dir, data, fingerprint)
+    return data
+
+
+def _new_data(run: _Run, target: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> PreparedData:
+    config, budget = run.config, run.budget
+    deadline = None if budget is None else run.started + budget * config.regenerate_budget_fraction
+    return prepare_data(
+        config,
+        target,
+        tokenizer,
+        report=run.report,
+        should_stop=run.should_stop,
+        regenerate_deadline=deadline,
+        regenerate_bf16=_use_bf16(config.compute_dtype),
+        clock=run.clock,
+        feature_layers=_recorded_feature_layers(config, target),
+    )
+
+
+def _recorded_feature_layers(config: TrainConfig, target: PreTrainedModel) -> list[int] | None:
+    """The layers whose features distillation records for the head.
+
+    A fine-tuned head keeps its own layers, known once it is loaded: its features come
+    from the training pass instead."""
+    if config.init_head_dir is not None:
+        return None
+    return list(config.aux_layer_ids or default_aux_layer_ids(len(decoder_layers(target))))
+
+
+def _teacher(config: TrainConfig, target: PreTrainedModel, head: Eagle3DraftModel) -> TargetTeacher:
+    """The target's features and logits for the head; a new head starts from the target's weights."""
     teacher = TargetTeacher(
         target,
         head.config.aux_layer_ids,
         draft_target_ids=torch.nonzero(head.t2d).flatten(),
         feature_dtype=_DTYPES[config.feature_dtype],
-        autocast_bf16=use_bf16,
+        autocast_bf16=_use_bf16(config.compute_dtype),
     )
     if config.init_head_dir is None:
         init_head_from_target(head, target, teacher.draft_lm_head_rows, config.init_from_target)
+    return teacher
 
-    # ------------------------------------------------------------------ optimizer
-    optimizer = torch.optim.AdamW(
-        _parameter_groups(head, config.weight_decay), lr=config.lr, betas=(0.9, 0.95), eps=1e-8
-    )
 
-    # ------------------------------------------------------------------ batches
-    def batches_of(samples: list[TokenizedConversation]) -> list[Batch]:
-        lengths = [len(s.input_ids) for s in samples]
-        return plan_batches(lengths, batch_tokens=config.batch_tokens, max_batch_size=config.max_batch_size)
-
-    order = TrainOrder(batches_of(data.train), seed=config.seed)
-    eval_batches = batches_of(data.eval)
-    timer = StepTimer()
-    runner = BatchRunner(
-        head,
-        teacher,
-        cache=FeatureCache(int(config.feature_cache_gb * 2**30) if config.feature_cache else 0),
-        timer=timer,
-        pad_id=int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
-        ttt_steps=config.ttt_steps,
-        ttt_decay=config.ttt_decay,
-        autocast_bf16=use_bf16,
-        clock=clock,
-    )
-    # Features recorded while distilling go straight into the cache, so the schedule plans
-    # those batches as cached.
-    adopted = runner.adopt_recorded_features(
-        [(f"train-{i}", b) for i, b in enumerate(order.batches)], data.train
-    )
-    runner.adopt_recorded_features([(f"eval-{i}", b) for i, b in enumerate(eval_batches)], data.eval)
-    logger.info("%d of %d training batches use features recorded while distilling", adopted, len(order))
-    step_cap = max(1, math.ceil(config.epochs * len(order)))
-    if config.max_steps is not None:
-        step_cap = min(step_cap, config.max_steps)
-    total_steps = step_cap  # re-planned under a time budget
-
-    # ------------------------------------------------------------------ resume
-    step = 0
-    best_eval: EvalMetrics | None = None
-    last_eval: EvalMetrics | None = None
-    tokens_trained = 0
-    train_seconds_before = 0.0
-    resumed_from_step: int | None = None
-    if resume_from is not None:
-        state = load_checkpoint(resume_from, head=head, optimizer=optimizer)
-        step = resumed_from_step = int(state["step"])
-        total_steps = max(int(state["total_steps"]), step)
-        best_eval = EvalMetrics(**state["best_eval"]) if state.get("best_eval") else None
-        last_eval = EvalMetrics(**state["eval"]) if state.get("eval") else None
-        tokens_trained = int(state.get("tokens_trained", 0))
-        train_seconds_before = float(state.get("train_seconds", 0.0))
-        logger.info("resumed from %s at step %d of %d", resume_from, step, total_steps)
-    metrics = MetricsLog(out_dir / METRICS_FILE, keep_through_step=resumed_from_step)
-
-    def checkpoint(evaluation: EvalMetrics | None) -> None:
-        nonlocal best_eval
-        report("checkpointing", step, total_steps)
-        is_best = evaluation is not None and (best_eval is None or evaluation.loss <= best_eval.loss)
-        if is_best:
-            best_eval = evaluation
-        state = {
-            "total_steps": total_steps,
-            "tokens_trained": tokens_trained,
-            "train_seconds": train_seconds_before + (clock() - loop_started),
-            "eval": evaluation.model_dump() if evaluation else None,
-            "best_eval": best_eval.model_dump() if best_eval else None,
-            "last_loss": last_loss,
-            "last_step_accuracy": last_accuracy,
-            "train_config": config.model_dump(mode="json"),
-            "head_config": head.config.model_dump(mode="json"),
-        }
-        # Without held-out samples the latest checkpoint counts as the best one.
-        save_checkpoint(
-            checkpoint_dir,
-            step=step,
-            head=head,
-            optimizer=optimizer,
-            state=state,
-            is_best=is_best or not eval_batches,
-            keep_last=config.keep_checkpoints,
-        )
-
-    # ------------------------------------------------------------------ training loop
-    head.train()
-    stopped = False
-    last_loss: float | None = None
-    last_accuracy: list[float] = []
-    loop_started = clock()
-
-    def train_deadline() -> float | None:
-        if budget is None:
-            return None
-        return started + budget - min(_RESERVE_SECONDS, 0.1 * budget) - timer.eval_seconds
-
-    evals_per_step = 1.0 / config.checkpoint_every if eval_batches else 0.0
-    eta: tuple[float, float] | None = None  # (estimate, when it was made)
-    bar = tqdm(total=total_steps, initial=step, disable=not sys.stderr.isatty(), desc="train", unit="step")
-    while step < total_steps:
-        began = clock()
-        key, batch = order.batch_at(step)
-        lr = learning_rate(
-            step,
-            total_steps=total_steps,
-            peak=config.lr,
-            warmup_steps=config.warmup_steps,
-            min_ratio=config.min_lr_ratio,
-        )
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-
-        tensors, features = runner.features(key, data.train, batch)
-        head_began = clock()
-        out = runner.loss(tensors, features)
-        optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()  # type: ignore[no-untyped-call]
-        grad_norm = torch.nn.utils.clip_grad_norm_(head.parameters(), config.grad_clip)
-        optimizer.step()
-        step += 1
-        now = clock()
-        timer.record_head(now - head_began, batch.padded_tokens)
-
-        real_tokens = int(tensors.attention_mask.sum())
-        tokens_trained += real_tokens
-        last_loss, last_accuracy = float(out.loss.detach()), out.step_accuracy
-        metrics.write(
-            {
-                "step": step,
-                "epoch": step / len(order),
-                "loss": last_loss,
-                "step_losses": out.step_losses,
-                "step_accuracy": out.step_accuracy,
-                "acceptance_length_estimate": acceptance_length_estimate(out.step_accuracy),
-                "masked_tokens": out.step_counts[0],
-                "lr": lr,
-                "grad_norm": float(grad_norm),
-                "tokens": real_tokens,
-                "step_seconds": now - began,
-                "feature_seconds": head_began - began,
-                "elapsed": now - started,
-            }
-        )
-
-        # Under a time budget, size the schedule to the steps that still fit; re-planned
-        # as the timings settle (the first epoch also pays for the target's features).
-        if step <= 10 or step % 10 == 0:
-            upcoming = partial(order.upcoming, step, step_cap, runner.cache, runner.feature_bytes_per_token)
-            deadline = train_deadline()
-            if deadline is not None:
-                fit = steps_that_fit(
-                    upcoming(), seconds=deadline - now, timer=timer, evals_per_step=evals_per_step
-                )
-                if fit is not None:
-                    total_steps = max(step + 1, min(step_cap, step + fit))
-                    bar.total = total_steps
-            estimate = estimate_seconds(
-                upcoming(), steps=total_steps - step, timer=timer, evals_per_step=evals_per_step
-            )
-            eta = None if estimate is None else (estimate, now)
-        # The last step has nothing left to estimate; an estimate made steps ago and counted
-        # down since would still show what a faster-than-predicted run left over.
-        eta_seconds = None if eta is None else max(0.0, eta[0] - (now - eta[1]))
-        report(
-            "training",
-            step,
-            total_steps,
-            loss=last_loss,
-            step_accuracy=out.step_accuracy,
-            lr=lr,
-            tokens_per_s=real_tokens / max(now - began, 1e-9),
-            eta_seconds=0.0 if step >= total_steps else eta_seconds,
-        )
-        bar.update(1)
-        bar.set_postfix(loss=f"{last_loss:.3f}", acc0=f"{out.step_accuracy[0]:.2f}")
-
-        if step % config.checkpoint_every == 0 and step < total_steps:
-            report("evaluating", step, total_steps)
-            last_eval = runner.evaluate(eval_batches, data.eval)
-            checkpoint(last_eval)
-        if stop_requested():
-            stopped = True
-            break
-        deadline = train_deadline()
-        if deadline is not None and clock() >= deadline:
-            break
-    bar.close()
-    stage_seconds["train"] = clock() - loop_started
-    stop_reason: StopReason
-    if stopped:
-        stop_reason = "stop_requested"
-    elif step < step_cap:
-        stop_reason = "time_budget"
-    elif config.max_steps is not None and step_cap == config.max_steps:
-        stop_reason = "max_steps"
-    else:
-        stop_reason = "completed"
-
-    # ------------------------------------------------------------------ final checkpoint and export
-    saved = latest_checkpoint(checkpoint_dir)
-    if step > 0 and (saved is None or saved.name != f"step-{step:08d}"):
-        report("evaluating", step, total_steps)
-        last_eval = runner.evaluate(eval_batches, data.eval)
-        checkpoint(last_eval)
-    best = best_checkpoint(checkpoint_dir)
-    exported: Path | None = None
-    if not stopped:
-        # A stopped run is resumed later, not published.
-        report("exporting", step, total_steps)
-        mark = clock()
-        if best is not None:
-            # The best held-out checkpoint may predate the last step.
-            load_head_weights(best, head)
-        exported = export_head(head, out_dir / HEAD_DIRNAME, dtype=_DTYPES[config.export_dtype])
-        stage_seconds["export"] = clock() - mark
-    train_seconds = train_seconds_before + stage_seconds["train"]
-    report("done", step, total_steps)
+def _stopped_before_training(run: _Run, data: PreparedData, architecture: str) -> TrainResult:
     return _result(
-        config,
+        run,
         data,
-        elapsed=(clock() - started, time.monotonic() - wall_started, time.process_time() - cpu_started),
-        stage_seconds=stage_seconds,
-        architecture=architecture,
-        head_config=head.config,
-        head_dir=exported,
-        best=best,
-        steps=step,
-        total_steps=total_steps,
-        epochs_completed=step / len(order),
-        stopped=stopped,
-        stop_reason=stop_reason,
-        resumed_from_step=resumed_from_step,
-        final_loss=last_loss,
-        final_step_accuracy=last_accuracy,
-        final_eval=last_eval,
-        best_eval=best_eval,
-        vocab_coverage=vocab_coverage,
-        tokens_trained=tokens_trained,
-        train_seconds=train_seconds,
+        files=run.files(head_dir=None, best=None),
+        training=TrainingSummary(stopped=True, stop_reason="stop_requested"),
+        evaluation=Evaluation(),
+        head=DraftHeadSummary(target_architecture=architecture),
     )
 
 
 def _result(
-    config: TrainConfig,
+    run: _Run,
     data: PreparedData,
     *,
-    elapsed: tuple[float, float, float],  # (budget clock, wall, CPU) seconds since the start
-    stage_seconds: dict[str, float],
-    architecture: str,
-    head_config: Eagle3HeadConfig | None,
-    head_dir: Path | None,
-    best: Path | None = None,
-    steps: int = 0,
-    total_steps: int = 0,
-    epochs_completed: float = 0.0,
-    stopped: bool,
-    stop_reason: StopReason,
-    resumed_from_step: int | None = None,
-    final_loss: float | None = None,
-    final_step_accuracy: list[float] | None = None,
-    final_eval: EvalMetrics | None = None,
-    best_eval: EvalMetrics | None = None,
-    vocab_coverage: float | None = None,
+    files: RunFiles,
+    training: TrainingSummary,
+    evaluation: Evaluation,
+    head: DraftHeadSummary,
     tokens_trained: int = 0,
     train_seconds: float = 0.0,
 ) -> TrainResult:
-    stats = data.stats
-    out_dir = config.out_dir
     return TrainResult(
-        out_dir=str(out_dir),
-        head_dir=str(head_dir) if head_dir else None,
-        metrics_path=str(out_dir / METRICS_FILE),
-        checkpoint_dir=str(out_dir / CHECKPOINT_DIRNAME),
-        best_checkpoint=str(best) if best else None,
-        steps=steps,
-        total_steps=total_steps,
-        epochs_completed=epochs_completed,
-        stopped=stopped,
-        stop_reason=stop_reason,
-        resumed_from_step=resumed_from_step,
-        final_loss=final_loss,
-        final_step_accuracy=final_step_accuracy or [],
-        final_eval=final_eval,
-        best_eval=best_eval,
+        files=files,
+        training=training,
+        evaluation=evaluation,
+        data=_data_summary(data.stats),
+        head=head,
+        timing=run.timing(tokens_trained=tokens_trained, train_seconds=train_seconds),
+        hyperparameters=run.config.model_dump(mode="json"),
+        data_stats=asdict(data.stats),
+    )
+
+
+def _data_summary(stats: DataStats) -> DataSummary:
+    return DataSummary(
         records_read=stats.records_read,
         records_skipped=stats.records_skipped,
         conversations_used=stats.conversations_used,
@@ -461,20 +320,345 @@ def _result(
         regeneration_seconds=stats.regeneration_seconds,
         regenerated_conversations=stats.regenerated_conversations,
         self_instruct=stats.self_instruct,
-        draft_vocab_size=head_config.draft_vocab_size if head_config else 0,
-        draft_vocab_coverage=vocab_coverage,
-        aux_layer_ids=list(head_config.aux_layer_ids) if head_config else [],
-        target_architecture=architecture,
-        tokens_trained=tokens_trained,
-        train_tokens_per_s=tokens_trained / train_seconds if train_seconds > 0 else 0.0,
-        stage_seconds=stage_seconds,
-        seconds=elapsed[0],
-        wall_seconds=elapsed[1],
-        cpu_seconds=elapsed[2],
-        budget_clock=config.budget_clock,
-        hyperparameters=config.model_dump(mode="json"),
-        data_stats=asdict(stats),
     )
+
+
+def _head_summary(architecture: str, config: Eagle3HeadConfig, coverage: float | None) -> DraftHeadSummary:
+    return DraftHeadSummary(
+        draft_vocab_size=config.draft_vocab_size,
+        draft_vocab_coverage=coverage,
+        aux_layer_ids=list(config.aux_layer_ids),
+        target_architecture=architecture,
+    )
+
+
+# ---------------------------------------------------------------------- the training loop
+
+
+@dataclass(frozen=True)
+class _StepRecord:
+    """One optimizer step's numbers, for its metrics.jsonl line and its progress report."""
+
+    out: TTTOutput
+    lr: float
+    grad_norm: float
+    tokens: int  # real (unpadded) tokens of the batch
+    began: float
+    head_began: float  # after the target's features
+    ended: float
+
+
+@dataclass
+class _Trainer:
+    """The head's optimisation: the head and optimizer, the batches, and how far it got."""
+
+    run: _Run
+    head: Eagle3DraftModel
+    optimizer: torch.optim.Optimizer
+    runner: BatchRunner
+    order: TrainOrder
+    data: PreparedData
+    eval_batches: list[Batch]
+    step_cap: int  # epochs or max_steps; a time budget may plan fewer
+    total_steps: int  # re-planned under a time budget
+    step: int = 0
+    resumed_from_step: int | None = None
+    tokens_trained: int = 0
+    train_seconds_before: float = 0.0  # in earlier attempts, from the checkpoint
+    loop_started: float = 0.0
+    last_loss: float | None = None
+    last_accuracy: list[float] = field(default_factory=list)
+    last_eval: EvalMetrics | None = None
+    best_eval: EvalMetrics | None = None
+    eta: tuple[float, float] | None = None  # (estimate, when it was made)
+    stopped: bool = False
+
+    @classmethod
+    def create(
+        cls,
+        run: _Run,
+        head: Eagle3DraftModel,
+        teacher: TargetTeacher,
+        tokenizer: PreTrainedTokenizerBase,
+        data: PreparedData,
+    ) -> _Trainer:
+        config = run.config
+        optimizer = torch.optim.AdamW(
+            _parameter_groups(head, config.weight_decay), lr=config.lr, betas=(0.9, 0.95), eps=1e-8
+        )
+        order = TrainOrder(_plan_batches(config, data.train), seed=config.seed)
+        eval_batches = _plan_batches(config, data.eval)
+        runner = _batch_runner(config, head, teacher, tokenizer, run.clock)
+        _adopt_recorded_features(runner, order, eval_batches, data)
+        step_cap = _step_cap(config, len(order))
+        return cls(run, head, optimizer, runner, order, data, eval_batches, step_cap, total_steps=step_cap)
+
+    @property
+    def evals_per_step(self) -> float:
+        return 1.0 / self.run.config.checkpoint_every if self.eval_batches else 0.0
+
+    @property
+    def train_seconds(self) -> float:
+        return self.train_seconds_before + self.run.stage_seconds["train"]
+
+    def resume(self, checkpoint: Path | None) -> None:
+        """Continue from ``checkpoint``, when there is one: the head, optimizer and RNG, and the counts."""
+        if checkpoint is None:
+            return
+        state = load_checkpoint(checkpoint, head=self.head, optimizer=self.optimizer)
+        self.step = self.resumed_from_step = int(state["step"])
+        self.total_steps = max(int(state["total_steps"]), self.step)
+        self.best_eval = EvalMetrics(**state["best_eval"]) if state.get("best_eval") else None
+        self.last_eval = EvalMetrics(**state["eval"]) if state.get("eval") else None
+        self.tokens_trained = int(state.get("tokens_trained", 0))
+        self.train_seconds_before = float(state.get("train_seconds", 0.0))
+        logger.info("resumed from %s at step %d of %d", checkpoint, self.step, self.total_steps)
+
+    def loop(self) -> None:
+        """Steps until the schedule ends, a stop is requested or the time budget is spent."""
+        metrics = MetricsLog(self.run.config.out_dir / METRICS_FILE, keep_through_step=self.resumed_from_step)
+        self.head.train()
+        self.loop_started = self.run.clock()
+        bar = tqdm(
+            total=self.total_steps,
+            initial=self.step,
+            disable=not sys.stderr.isatty(),
+            desc="train",
+            unit="step",
+        )
+        while self.step < self.total_steps:
+            record = self._step()
+            metrics.write(self._metrics_line(record))
+            self._replan(record.ended, bar)
+            self._report(record, bar)
+            if self.step % self.run.config.checkpoint_every == 0 and self.step < self.total_steps:
+                self._evaluate_and_checkpoint()
+            if self.run.should_stop():
+                self.stopped = True
+                break
+            if self._out_of_time():
+                break
+        bar.close()
+        self.run.stage_seconds["train"] = self.run.clock() - self.loop_started
+
+    def _step(self) -> _StepRecord:
+        """One optimizer step on the step's batch."""
+        clock = self.run.clock
+        began = clock()
+        key, batch = self.order.batch_at(self.step)
+        lr = self._set_learning_rate()
+        tensors, features = self.runner.features(key, self.data.train, batch)
+        head_began = clock()
+        out = self.runner.loss(tensors, features)
+        self.optimizer.zero_grad(set_to_none=True)
+        out.loss.backward()  # type: ignore[no-untyped-call]
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.head.parameters(), self.run.config.grad_clip)
+        self.optimizer.step()
+        self.step += 1
+        ended = clock()
+        self.runner.timer.record_head(ended - head_began, batch.padded_tokens)
+        tokens = int(tensors.attention_mask.sum())
+        self.tokens_trained += tokens
+        self.last_loss, self.last_accuracy = float(out.loss.detach()), out.step_accuracy
+        return _StepRecord(out, lr, float(grad_norm), tokens, began, head_began, ended)
+
+    def _set_learning_rate(self) -> float:
+        config = self.run.config
+        lr = learning_rate(
+            self.step,
+            total_steps=self.total_steps,
+            peak=config.lr,
+            warmup_steps=config.warmup_steps,
+            min_ratio=config.min_lr_ratio,
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def _metrics_line(self, record: _StepRecord) -> dict[str, Any]:
+        out = record.out
+        return {
+            "step": self.step,
+            "epoch": self.step / len(self.order),
+            "loss": self.last_loss,
+            "step_losses": out.step_losses,
+            "step_accuracy": out.step_accuracy,
+            "acceptance_length_estimate": acceptance_length_estimate(out.step_accuracy),
+            "masked_tokens": out.step_counts[0],
+            "lr": record.lr,
+            "grad_norm": record.grad_norm,
+            "tokens": record.tokens,
+            "step_seconds": record.ended - record.began,
+            "feature_seconds": record.head_began - record.began,
+            "elapsed": record.ended - self.run.started,
+        }
+
+    def _replan(self, now: float, bar: tqdm) -> None:
+        """Under a time budget, size the schedule to the steps that still fit; re-planned as the
+        timings settle (the first epoch also pays for the target's features)."""
+        if self.step > 10 and self.step % 10 != 0:
+            return
+        timer = self.runner.timer
+        deadline = self.run.train_deadline(timer.eval_seconds)
+        if deadline is not None:
+            fit = steps_that_fit(
+                self._upcoming(), seconds=deadline - now, timer=timer, evals_per_step=self.evals_per_step
+            )
+            if fit is not None:
+                self.total_steps = max(self.step + 1, min(self.step_cap, self.step + fit))
+                bar.total = self.total_steps
+        estimate = estimate_seconds(
+            self._upcoming(),
+            steps=self.total_steps - self.step,
+            timer=timer,
+            evals_per_step=self.evals_per_step,
+        )
+        self.eta = None if estimate is None else (estimate, now)
+
+    def _upcoming(self) -> Iterator[tuple[int, bool]]:
+        runner = self.runner
+        return self.order.upcoming(self.step, self.step_cap, runner.cache, runner.feature_bytes_per_token)
+
+    def _report(self, record: _StepRecord, bar: tqdm) -> None:
+        accuracy = record.out.step_accuracy
+        self.run.report(
+            "training",
+            self.step,
+            self.total_steps,
+            loss=self.last_loss,
+            step_accuracy=accuracy,
+            lr=record.lr,
+            tokens_per_s=record.tokens / max(record.ended - record.began, 1e-9),
+            eta_seconds=self._eta_seconds(record.ended),
+        )
+        bar.update(1)
+        bar.set_postfix(loss=f"{self.last_loss:.3f}", acc0=f"{accuracy[0]:.2f}")
+
+    def _eta_seconds(self, now: float) -> float | None:
+        # The last step has nothing left to estimate; an estimate made steps ago and counted
+        # down since would still show what a faster-than-predicted run left over.
+        if self.step >= self.total_steps:
+            return 0.0
+        return None if self.eta is None else max(0.0, self.eta[0] - (now - self.eta[1]))
+
+    def _out_of_time(self) -> bool:
+        deadline = self.run.train_deadline(self.runner.timer.eval_seconds)
+        return deadline is not None and self.run.clock() >= deadline
+
+    def checkpoint_last_step(self) -> None:
+        """Evaluate and checkpoint the last step, unless the loop just did."""
+        saved = latest_checkpoint(self.run.checkpoint_dir)
+        if self.step > 0 and (saved is None or saved.name != f"step-{self.step:08d}"):
+            self._evaluate_and_checkpoint()
+
+    def _evaluate_and_checkpoint(self) -> None:
+        self.run.report("evaluating", self.step, self.total_steps)
+        evaluation = self.last_eval = self.runner.evaluate(self.eval_batches, self.data.eval)
+        self.run.report("checkpointing", self.step, self.total_steps)
+        is_best = evaluation is not None and (
+            self.best_eval is None or evaluation.loss <= self.best_eval.loss
+        )
+        if is_best:
+            self.best_eval = evaluation
+        # Without held-out samples the latest checkpoint counts as the best one.
+        save_checkpoint(
+            self.run.checkpoint_dir,
+            step=self.step,
+            head=self.head,
+            optimizer=self.optimizer,
+            state=self._checkpoint_state(),
+            is_best=is_best or not self.eval_batches,
+            keep_last=self.run.config.keep_checkpoints,
+        )
+
+    def _checkpoint_state(self) -> dict[str, Any]:
+        """What ``resume`` reads back (and the worker: ``train_seconds`` sizes a resumed job's budget)."""
+        return {
+            "total_steps": self.total_steps,
+            "tokens_trained": self.tokens_trained,
+            "train_seconds": self.train_seconds_before + (self.run.clock() - self.loop_started),
+            "eval": self.last_eval.model_dump() if self.last_eval else None,
+            "best_eval": self.best_eval.model_dump() if self.best_eval else None,
+            "last_loss": self.last_loss,
+            "last_step_accuracy": self.last_accuracy,
+            "train_config": self.run.config.model_dump(mode="json"),
+            "head_config": self.head.config.model_dump(mode="json"),
+        }
+
+    def stop_reason(self) -> StopReason:
+        max_steps = self.run.config.max_steps
+        if self.stopped:
+            return "stop_requested"
+        if self.step < self.step_cap:
+            return "time_budget"
+        if max_steps is not None and self.step_cap == max_steps:
+            return "max_steps"
+        return "completed"
+
+    def export(self, best: Path | None) -> Path:
+        """Export the head of the best held-out checkpoint (which may predate the last step)."""
+        self.run.report("exporting", self.step, self.total_steps)
+        with self.run.timed("export"):
+            if best is not None:
+                load_head_weights(best, self.head)
+            return export_head(
+                self.head, self.run.config.out_dir / HEAD_DIRNAME, dtype=_DTYPES[self.run.config.export_dtype]
+            )
+
+    def summary(self) -> TrainingSummary:
+        return TrainingSummary(
+            steps=self.step,
+            total_steps=self.total_steps,
+            epochs_completed=self.step / len(self.order),
+            stopped=self.stopped,
+            stop_reason=self.stop_reason(),
+            resumed_from_step=self.resumed_from_step,
+            final_loss=self.last_loss,
+            final_step_accuracy=self.last_accuracy,
+        )
+
+
+def _step_cap(config: TrainConfig, batches_per_epoch: int) -> int:
+    """The steps of ``epochs`` epochs, at most ``max_steps``; a time budget may plan fewer."""
+    cap = max(1, math.ceil(config.epochs * batches_per_epoch))
+    return cap if config.max_steps is None else min(cap, config.max_steps)
+
+
+def _plan_batches(config: TrainConfig, samples: list[TokenizedConversation]) -> list[Batch]:
+    lengths = [len(s.input_ids) for s in samples]
+    return plan_batches(lengths, batch_tokens=config.batch_tokens, max_batch_size=config.max_batch_size)
+
+
+def _batch_runner(
+    config: TrainConfig,
+    head: Eagle3DraftModel,
+    teacher: TargetTeacher,
+    tokenizer: PreTrainedTokenizerBase,
+    clock: Clock,
+) -> BatchRunner:
+    return BatchRunner(
+        head,
+        teacher,
+        cache=FeatureCache(int(config.feature_cache_gb * 2**30) if config.feature_cache else 0),
+        timer=StepTimer(),
+        pad_id=int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
+        ttt_steps=config.ttt_steps,
+        ttt_decay=config.ttt_decay,
+        autocast_bf16=_use_bf16(config.compute_dtype),
+        clock=clock,
+    )
+
+
+def _adopt_recorded_features(
+    runner: BatchRunner, order: TrainOrder, eval_batches: list[Batch], data: PreparedData
+) -> None:
+    """Features recorded while distilling go straight into the cache, so the schedule plans
+    those batches as cached."""
+    adopted = runner.adopt_recorded_features(
+        [(f"train-{i}", b) for i, b in enumerate(order.batches)], data.train
+    )
+    runner.adopt_recorded_features([(f"eval-{i}", b) for i, b in enumerate(eval_batches)], data.eval)
+    logger.info("%d of %d training batches use features recorded while distilling", adopted, len(order))
 
 
 # ---------------------------------------------------------------------- helpers

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from trainer.cli import Subparsers
 from trainer.config import TrainConfig
+from trainer.eagle.reporting import TrainResult
 
 # TrainConfig field -> flag, where the flag is not simply --field-name.
 _FLAG_NAMES = {
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
-        print(_summary(result.model_dump()))
+        print(_summary(result))
     return 0
 
 
@@ -131,26 +132,27 @@ class _ProgressPrinter:
         self._last = now
 
 
-def _summary(result: dict[str, Any]) -> str:
-    evaluation = result["best_eval"] or result["final_eval"]
-    stages = json.dumps({stage: round(seconds) for stage, seconds in result["stage_seconds"].items()})
+def _summary(result: TrainResult) -> str:
+    training, data, timing = result.training, result.data, result.timing
+    evaluation = result.evaluation.best_eval or result.evaluation.final_eval
+    stages = json.dumps({stage: round(seconds) for stage, seconds in timing.stage_seconds.items()})
     lines = [
-        f"head:        {result['head_dir'] or '(not exported: run stopped; run again to resume)'}",
-        f"steps:       {result['steps']}/{result['total_steps']} ({result['epochs_completed']:.2f} epochs, "
-        f"{result['stop_reason']})",
-        f"data:        {result['train_samples']} train / {result['eval_samples']} eval samples, "
-        f"{result['conversations_heldout']} conversations held out, "
-        f"regeneration: {result['regeneration_mode']}",
-        f"draft vocab: {result['draft_vocab_size']} tokens, "
-        f"coverage {result['draft_vocab_coverage'] or 0:.3f}",
-        f"speed:       {result['train_tokens_per_s']:.0f} tokens/s over {result['tokens_trained']} tokens",
-        f"time:        {result['seconds']:.0f}s ({stages})",
+        f"head:        {result.files.head_dir or '(not exported: run stopped; run again to resume)'}",
+        f"steps:       {training.steps}/{training.total_steps} ({training.epochs_completed:.2f} epochs, "
+        f"{training.stop_reason})",
+        f"data:        {data.train_samples} train / {data.eval_samples} eval samples, "
+        f"{data.conversations_heldout} conversations held out, "
+        f"regeneration: {data.regeneration_mode}",
+        f"draft vocab: {result.head.draft_vocab_size} tokens, "
+        f"coverage {result.head.draft_vocab_coverage or 0:.3f}",
+        f"speed:       {timing.train_tokens_per_s:.0f} tokens/s over {timing.tokens_trained} tokens",
+        f"time:        {timing.seconds:.0f}s ({stages})",
     ]
-    if evaluation:
-        accuracy = " ".join(f"{a:.3f}" for a in evaluation["step_accuracy"])
+    if evaluation is not None:
+        accuracy = " ".join(f"{a:.3f}" for a in evaluation.step_accuracy)
         lines.append(
-            f"held-out:    loss {evaluation['loss']:.3f}, accuracy per draft position {accuracy}, "
-            f"acceptance length estimate {evaluation['acceptance_length_estimate']:.2f}"
+            f"held-out:    loss {evaluation.loss:.3f}, accuracy per draft position {accuracy}, "
+            f"acceptance length estimate {evaluation.acceptance_length_estimate:.2f}"
         )
-    lines.append(f"metrics:     {Path(result['metrics_path'])}")
+    lines.append(f"metrics:     {Path(result.files.metrics_path)}")
     return "\n".join(lines)

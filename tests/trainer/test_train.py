@@ -8,7 +8,6 @@ import logging
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,27 +19,15 @@ from transformers import AutoConfig
 from tests.trainer.eagle.tiny_data import write_chat_data
 from trainer.config import TrainConfig
 from trainer.data.tokenize import TokenizedConversation
-from trainer.eagle.capture import SUPPORTED_ARCHITECTURES
 from trainer.eagle.checkpoint import latest_checkpoint, read_checkpoint_state
-from trainer.eagle.reporting import TrainProgress
+from trainer.eagle.reporting import TrainProgress, TrainResult
 from trainer.eagle.validate import validate_head
-from trainer.models.tiny import write_tiny_target
 from trainer.train import _draft_vocab, train
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="module")
-def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_target("LlamaForCausalLM", tmp_path_factory.mktemp("llama"))
+# Tiny models gain nothing from a second thread (tests/fixtures/torch_threads.py).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +58,11 @@ def metrics(out_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("architecture", SUPPORTED_ARCHITECTURES)
-def test_each_architecture_learns_a_repeated_batch(architecture: str, tmp_path: Path) -> None:
-    model_dir = write_tiny_target(architecture, tmp_path / "model")
+def test_each_architecture_learns_a_repeated_batch(
+    tiny_target_per_architecture_dir: Path, tmp_path: Path
+) -> None:
+    model_dir = tiny_target_per_architecture_dir
+    architecture = AutoConfig.from_pretrained(model_dir).architectures[0]
     few = write_chat_data(tmp_path / "few.jsonl", conversations=6)
     result = train(
         config(
@@ -81,38 +70,46 @@ def test_each_architecture_learns_a_repeated_batch(architecture: str, tmp_path: 
         )
     )
     rows = metrics(tmp_path / "run")
-    assert result.steps == 25
+    assert result.training.steps == 25
     assert len(rows) == 25
-    assert result.target_architecture == architecture
+    assert result.head.target_architecture == architecture
     first, last = rows[0], rows[-1]
     # One batch holds all the data, so every step sees the same tokens.
     assert first["tokens"] == last["tokens"]
     assert last["loss"] < 0.6 * first["loss"]
     assert last["step_accuracy"][0] > first["step_accuracy"][0] + 0.3
-    assert result.head_dir is not None
-    report = validate_head(result.head_dir, AutoConfig.from_pretrained(model_dir))
+    assert result.files.head_dir is not None
+    report = validate_head(result.files.head_dir, AutoConfig.from_pretrained(model_dir))
     assert report.aux_layer_ids == [2, 4, 5]
 
 
-def test_result_metrics_and_progress_describe_the_run(llama_dir: Path, data: Path, tmp_path: Path) -> None:
+def test_result_metrics_and_progress_describe_the_run(
+    tiny_llama_dir: Path, data: Path, tmp_path: Path
+) -> None:
     events: list[TrainProgress] = []
-    result = train(config(llama_dir, data, tmp_path / "run", max_steps=12), progress=events.append)
-    assert result.stop_reason == "max_steps"
-    assert not result.stopped
-    assert result.steps == 12
-    assert result.train_samples + result.eval_samples == 40
-    assert result.eval_samples == 4
-    assert result.records_read == 40
-    assert result.records_skipped == 0
-    assert result.regeneration_mode == "none"
+    result = train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=12), progress=events.append)
+    assert result.training.stop_reason == "max_steps"
+    assert not result.training.stopped
+    assert result.training.steps == 12
+    assert result.data.train_samples + result.data.eval_samples == 40
+    assert result.data.eval_samples == 4
+    assert result.data.records_read == 40
+    assert result.data.records_skipped == 0
+    assert result.data.regeneration_mode == "none"
     # No smaller size covers 99.9% of the learned tokens of a 259-token vocabulary.
-    assert result.draft_vocab_size == 259
-    assert result.draft_vocab_coverage == 1.0
-    assert result.final_eval is not None
-    assert len(result.final_eval.step_accuracy) == 3
-    assert result.best_checkpoint is not None
-    assert result.tokens_trained > 0
-    assert result.train_tokens_per_s > 0
+    assert result.head.draft_vocab_size == 259
+    assert result.head.draft_vocab_coverage == 1.0
+    assert result.evaluation.final_eval is not None
+    assert len(result.evaluation.final_eval.step_accuracy) == 3
+    assert result.files.best_checkpoint is not None
+    assert result.timing.tokens_trained > 0
+    assert result.timing.train_tokens_per_s > 0
+    # Its JSON stays flat: the worker stages it, and lineage.json copies fields from it by name.
+    document = json.loads(result.model_dump_json())
+    assert {"steps", "stop_reason", "final_eval", "train_samples", "draft_vocab_size", "seconds"} <= set(
+        document
+    )
+    assert TrainResult.model_validate(document) == result
     assert result.hyperparameters["ttt_steps"] == 3
     stages = [e.stage for e in events]
     assert stages[0] == "loading_model"
@@ -142,8 +139,8 @@ def test_result_metrics_and_progress_describe_the_run(llama_dir: Path, data: Pat
     assert (tmp_path / "run" / "prepared" / "train.jsonl").is_file()
 
 
-def test_resume_is_exact(llama_dir: Path, data: Path, tmp_path: Path) -> None:
-    straight = train(config(llama_dir, data, tmp_path / "straight", max_steps=20))
+def test_resume_is_exact(tiny_llama_dir: Path, data: Path, tmp_path: Path) -> None:
+    straight = train(config(tiny_llama_dir, data, tmp_path / "straight", max_steps=20))
 
     stop_after = 10
     steps_seen: list[int] = []
@@ -153,25 +150,25 @@ def test_resume_is_exact(llama_dir: Path, data: Path, tmp_path: Path) -> None:
             steps_seen.append(event.step)
 
     stopped = train(
-        config(llama_dir, data, tmp_path / "resumed", max_steps=20),
+        config(tiny_llama_dir, data, tmp_path / "resumed", max_steps=20),
         progress=record,
         should_stop=lambda: len(steps_seen) >= stop_after,
     )
-    assert stopped.stopped
-    assert stopped.stop_reason == "stop_requested"
-    assert stopped.steps == stop_after
-    assert stopped.head_dir is None  # a stopped run is continued, not published
+    assert stopped.training.stopped
+    assert stopped.training.stop_reason == "stop_requested"
+    assert stopped.training.steps == stop_after
+    assert stopped.files.head_dir is None  # a stopped run is continued, not published
     checkpoint = latest_checkpoint(tmp_path / "resumed" / "checkpoints")
     assert checkpoint is not None
     assert read_checkpoint_state(checkpoint)["step"] == stop_after
 
-    resumed = train(config(llama_dir, data, tmp_path / "resumed", max_steps=20))
-    assert resumed.resumed_from_step == stop_after
-    assert resumed.steps == 20
-    assert straight.head_dir is not None
-    assert resumed.head_dir is not None
-    a = load_file(str(Path(straight.head_dir) / "model.safetensors"))
-    b = load_file(str(Path(resumed.head_dir) / "model.safetensors"))
+    resumed = train(config(tiny_llama_dir, data, tmp_path / "resumed", max_steps=20))
+    assert resumed.training.resumed_from_step == stop_after
+    assert resumed.training.steps == 20
+    assert straight.files.head_dir is not None
+    assert resumed.files.head_dir is not None
+    a = load_file(str(Path(straight.files.head_dir) / "model.safetensors"))
+    b = load_file(str(Path(resumed.files.head_dir) / "model.safetensors"))
     for name in a:
         assert torch.equal(a[name], b[name]), name
     assert [r["loss"] for r in metrics(tmp_path / "straight")] == [
@@ -179,38 +176,46 @@ def test_resume_is_exact(llama_dir: Path, data: Path, tmp_path: Path) -> None:
     ]
 
 
-def test_no_resume_starts_over(llama_dir: Path, data: Path, tmp_path: Path) -> None:
-    train(config(llama_dir, data, tmp_path / "run", max_steps=10), should_stop=lambda: True)
-    again = train(config(llama_dir, data, tmp_path / "run", max_steps=4, resume=False))
-    assert again.resumed_from_step is None
-    assert again.steps == 4
+def test_no_resume_starts_over(tiny_llama_dir: Path, data: Path, tmp_path: Path) -> None:
+    train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=10), should_stop=lambda: True)
+    again = train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=4, resume=False))
+    assert again.training.resumed_from_step is None
+    assert again.training.steps == 4
     assert len(metrics(tmp_path / "run")) == 4
 
 
-def test_fine_tuning_keeps_the_heads_draft_vocabulary(llama_dir: Path, data: Path, tmp_path: Path) -> None:
-    base = train(config(llama_dir, data, tmp_path / "base", max_steps=6, draft_vocab_size=30))
-    assert base.head_dir is not None
+def test_fine_tuning_keeps_the_heads_draft_vocabulary(
+    tiny_llama_dir: Path, data: Path, tmp_path: Path
+) -> None:
+    base = train(config(tiny_llama_dir, data, tmp_path / "base", max_steps=6, draft_vocab_size=30))
+    assert base.files.head_dir is not None
     other_data = write_chat_data(tmp_path / "other.jsonl", conversations=30, seed=5)
     tuned = train(
-        config(llama_dir, other_data, tmp_path / "tuned", max_steps=6, init_head_dir=Path(base.head_dir))
+        config(
+            tiny_llama_dir,
+            other_data,
+            tmp_path / "tuned",
+            max_steps=6,
+            init_head_dir=Path(base.files.head_dir),
+        )
     )
-    assert tuned.head_dir is not None
-    before = load_file(str(Path(base.head_dir) / "model.safetensors"))
-    after = load_file(str(Path(tuned.head_dir) / "model.safetensors"))
+    assert tuned.files.head_dir is not None
+    before = load_file(str(Path(base.files.head_dir) / "model.safetensors"))
+    after = load_file(str(Path(tuned.files.head_dir) / "model.safetensors"))
     assert torch.equal(before["d2t"], after["d2t"])
     assert torch.equal(before["t2d"], after["t2d"])
     assert not torch.equal(before["fc.weight"], after["fc.weight"])
-    assert tuned.draft_vocab_size == 30
+    assert tuned.head.draft_vocab_size == 30
 
 
 @pytest.mark.parametrize("clock", ["wall", "cpu"])
 def test_time_budget_sizes_the_schedule_and_stops_in_time(
-    llama_dir: Path, data: Path, tmp_path: Path, clock: str
+    tiny_llama_dir: Path, data: Path, tmp_path: Path, clock: str
 ) -> None:
     budget_minutes = 0.25
     result = train(
         config(
-            llama_dir,
+            tiny_llama_dir,
             data,
             tmp_path / "run",
             epochs=10_000,
@@ -218,39 +223,39 @@ def test_time_budget_sizes_the_schedule_and_stops_in_time(
             budget_clock=clock,
         )
     )
-    assert result.seconds < budget_minutes * 60 + 10
-    assert result.budget_clock == clock
-    spent = result.wall_seconds if clock == "wall" else result.cpu_seconds
-    assert spent == pytest.approx(result.seconds, abs=2.0)
-    assert result.stop_reason == "time_budget"
+    assert result.timing.seconds < budget_minutes * 60 + 10
+    assert result.timing.budget_clock == clock
+    spent = result.timing.wall_seconds if clock == "wall" else result.timing.cpu_seconds
+    assert spent == pytest.approx(result.timing.seconds, abs=2.0)
+    assert result.training.stop_reason == "time_budget"
     rows = metrics(tmp_path / "run")
-    assert len(rows) == result.steps > 10
+    assert len(rows) == result.training.steps > 10
     # The schedule was re-planned to end with the budget: the lr reached (close to) its floor.
     assert rows[-1]["lr"] < 0.3 * max(r["lr"] for r in rows)
-    assert result.head_dir is not None
+    assert result.files.head_dir is not None
 
 
-def test_bfloat16_compute_trains(llama_dir: Path, data: Path, tmp_path: Path) -> None:
-    result = train(config(llama_dir, data, tmp_path / "run", max_steps=20, compute_dtype="bfloat16"))
+def test_bfloat16_compute_trains(tiny_llama_dir: Path, data: Path, tmp_path: Path) -> None:
+    result = train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=20, compute_dtype="bfloat16"))
     rows = metrics(tmp_path / "run")
     assert rows[-1]["loss"] < rows[0]["loss"]
-    assert result.final_eval is not None
+    assert result.evaluation.final_eval is not None
 
 
-def test_data_without_assistant_turns_is_a_clear_error(llama_dir: Path, tmp_path: Path) -> None:
+def test_data_without_assistant_turns_is_a_clear_error(tiny_llama_dir: Path, tmp_path: Path) -> None:
     data = tmp_path / "prompts.jsonl"
     data.write_text(json.dumps({"conversations": [{"from": "human", "value": "hello"}]}) + "\n")
     with pytest.raises(ValueError, match=r"no training samples: 1 records read.*1 without assistant tokens"):
-        train(config(llama_dir, data, tmp_path / "run", max_steps=2))
+        train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=2))
 
 
 def test_regeneration_replaces_answers_with_the_targets_own(
-    llama_dir: Path, data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tiny_llama_dir: Path, data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="trainer.train")
     result = train(
         config(
-            llama_dir,
+            tiny_llama_dir,
             data,
             tmp_path / "run",
             max_steps=3,
@@ -259,8 +264,8 @@ def test_regeneration_replaces_answers_with_the_targets_own(
             max_conversations=8,
         )
     )
-    assert result.regeneration_mode == "greedy"
-    assert result.regenerated_conversations == 8
+    assert result.data.regeneration_mode == "greedy"
+    assert result.data.regenerated_conversations == 8
     regenerated = (tmp_path / "run" / "regenerated.jsonl").read_text().splitlines()
     original = {json.loads(line)["conversations"][1]["value"] for line in data.read_text().splitlines()}
     answers = [json.loads(line)["conversations"][1]["value"] for line in regenerated]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 Stage = Literal[
     "loading_model",
@@ -63,22 +63,39 @@ class EvalMetrics(BaseModel):
     masked_tokens: int
 
 
-class TrainResult(BaseModel):
+class RunFiles(BaseModel):
+    """Where the run wrote, as paths on the machine that trained."""
+
     out_dir: str
     head_dir: str | None = Field(description="The exported head; None when the run was stopped.")
     metrics_path: str
     checkpoint_dir: str
-    best_checkpoint: str | None
-    steps: int
-    total_steps: int
-    epochs_completed: float
+    best_checkpoint: str | None = None
+
+
+class TrainingSummary(BaseModel):
+    """How far the optimisation got, why it ended, and its last batch's loss and accuracy."""
+
+    steps: int = 0
+    total_steps: int = 0
+    epochs_completed: float = 0.0
     stopped: bool
     stop_reason: StopReason
-    resumed_from_step: int | None
-    final_loss: float | None
-    final_step_accuracy: list[float]
-    final_eval: EvalMetrics | None
-    best_eval: EvalMetrics | None
+    resumed_from_step: int | None = None
+    final_loss: float | None = None
+    final_step_accuracy: list[float] = Field(default_factory=list)
+
+
+class Evaluation(BaseModel):
+    """The held-out metrics of the last checkpoint and of the best one; None without held-out samples."""
+
+    final_eval: EvalMetrics | None = None
+    best_eval: EvalMetrics | None = None
+
+
+class DataSummary(BaseModel):
+    """What the run trained on: records read, conversations held out, samples, regeneration."""
+
     records_read: int
     records_skipped: int
     conversations_used: int
@@ -92,19 +109,70 @@ class TrainResult(BaseModel):
     self_instruct: dict[str, Any] | None = Field(
         default=None, description="The target's own prompts in the mix: kept, dropped by reason, settings."
     )
-    draft_vocab_size: int
-    draft_vocab_coverage: float | None
-    aux_layer_ids: list[int]
+
+
+class DraftHeadSummary(BaseModel):
+    """The draft head's vocabulary and the target layers it reads; empty when no head was built."""
+
+    draft_vocab_size: int = 0
+    draft_vocab_coverage: float | None = None
+    aux_layer_ids: list[int] = Field(default_factory=list)
     target_architecture: str
-    tokens_trained: int
-    train_tokens_per_s: float
+
+
+class Timing(BaseModel):
+    """How long the run took on its budget clock (and on the wall and CPU clocks), and how fast it trained."""
+
+    tokens_trained: int = 0
+    train_tokens_per_s: float = 0.0
     stage_seconds: dict[str, float]  # on the budget clock
     seconds: float  # on the budget clock
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0  # this process's CPU time, all threads
     budget_clock: str = "wall"
-    hyperparameters: dict[str, Any]
-    data_stats: dict[str, Any]
+
+
+class TrainResult(BaseModel):
+    """What a run did, in groups; its JSON is flat (the groups' fields side by side), the shape
+    the worker stages as train/result.json and lineage.json copies fields from by name."""
+
+    files: RunFiles
+    training: TrainingSummary
+    evaluation: Evaluation
+    data: DataSummary
+    head: DraftHeadSummary
+    timing: Timing
+    hyperparameters: dict[str, Any]  # the TrainConfig
+    data_stats: dict[str, Any]  # all of DataStats, of which ``data`` is the summary
+
+    @model_serializer(mode="wrap")
+    def _flatten(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        nested: dict[str, Any] = handler(self)
+        flat: dict[str, Any] = {}
+        for name, value in nested.items():
+            flat.update(value if name in _GROUPS else {name: value})
+        return flat
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest(cls, value: Any) -> Any:
+        """Read the flat JSON back (also that of results written before the groups)."""
+        if not isinstance(value, dict) or any(name in value for name in _GROUPS):
+            return value
+        nested = {
+            name: {key: value[key] for key in group.model_fields if key in value}
+            for name, group in _GROUPS.items()
+        }
+        return {key: item for key, item in value.items() if key not in _GROUPED_KEYS} | nested
+
+
+# TrainResult's groups by field name: their fields are its JSON's keys.
+_GROUPS: dict[str, type[BaseModel]] = {
+    name: field.annotation
+    for name, field in TrainResult.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+}
+_GROUPED_KEYS = {key for group in _GROUPS.values() for key in group.model_fields}
 
 
 class MetricsLog:
