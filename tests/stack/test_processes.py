@@ -92,7 +92,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
         time.sleep(300)
         """
     )
-    parent = subprocess.Popen([sys.executable, "-c", parent_script], cwd=Path(__file__).parents[3])
+    parent = subprocess.Popen([sys.executable, "-c", parent_script], cwd=Path(__file__).parents[2])
     try:
         deadline = time.monotonic() + 20
         while not pid_file.exists() and time.monotonic() < deadline:

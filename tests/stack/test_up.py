@@ -21,7 +21,7 @@ from stack.ports import free_port
 from stack.stack_file import StackInfo, read_stack_file, stack_file_path
 from worker.app import get_celery_app
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_SECONDS = 120
 TERMINAL = {"COMPLETED", "FAILED", "STOPPED"}
 
