@@ -82,7 +82,9 @@ class EagleKnobs(BaseModel):
         "data; turns EAGLE_REGENERATE on unless it is set.",
     )
     variant: Literal["eagle3"] | None = Field(
-        default=None, alias="EAGLE_VARIANT", description="Draft architecture; only eagle3 for now."
+        default=None,
+        alias="EAGLE_VARIANT",
+        description="Draft architecture; only eagle3 for now. Recorded in lineage.json as draft_variant.",
     )
     ttt_steps: int | None = Field(
         default=None, ge=1, le=10, alias="EAGLE_TTT_STEPS", description="Training-time-test unroll steps."

@@ -51,6 +51,8 @@ TRAINING_FIELDS = (
     "seconds",
 )
 
+DEFAULT_DRAFT_VARIANT = "eagle3"
+
 
 @dataclass(frozen=True)
 class PublishedFile:
@@ -95,6 +97,8 @@ def build_lineage(
             "records": data.summary,
         },
         "optimization_environment": job.optimization_environment or {},
+        # What was trained: EAGLE_VARIANT, whose one value today is also the default.
+        "draft_variant": job.knobs.variant or DEFAULT_DRAFT_VARIANT,
         "hyperparameters": _hyperparameters(train.result.get("hyperparameters", {}), artifacts),
         "training": {name: train.result.get(name) for name in TRAINING_FIELDS},
         "benchmark": {

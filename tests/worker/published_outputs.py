@@ -51,6 +51,7 @@ def read_published(
 
     lineage = json.loads(s3_client.get_object(Bucket=bucket, Key=prefix + "lineage.json")["Body"].read())
     assert lineage["job"]["arn"] == job_arn
+    assert lineage["draft_variant"] == "eagle3"
     outputs = {item["path"]: item for item in lineage["outputs"]}
     assert set(outputs) == EXPECTED_FILES
     for relative, item in outputs.items():
