@@ -11,9 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from client.results import DownloadedResults
-from core.benchmark_table import BENCHMARK_TABLE_COLUMNS, BenchmarkTableRow, recommendation_of, table_rows
+from core.benchmark_table import (
+    BENCHMARK_TABLE_COLUMNS,
+    BenchmarkTableRow,
+    metric_definitions_of,
+    recommendation_of,
+    table_rows,
+)
 
-__all__ = ["BENCHMARK_TABLE_COLUMNS", "BenchmarkTableRow", "benchmark_table", "deployment_recommendation"]
+__all__ = [
+    "BENCHMARK_TABLE_COLUMNS",
+    "BenchmarkTableRow",
+    "benchmark_table",
+    "deployment_recommendation",
+    "metric_definitions",
+]
 
 RESULTS_JSON = "benchmark/results.json"
 
@@ -22,6 +34,12 @@ def benchmark_table(results: DownloadedResults | Path | str | dict[str, Any]) ->
     """Rows from download_results' result, a results directory, a results.json path or its document."""
     source, document = _document(results)
     return table_rows(document, source)
+
+
+def metric_definitions(results: DownloadedResults | Path | str | dict[str, Any]) -> dict[str, str]:
+    """What each column of the table means (TPOT and ITL as SageMaker's table means them)."""
+    source, document = _document(results)
+    return metric_definitions_of(document, source)
 
 
 def deployment_recommendation(

@@ -15,6 +15,7 @@ from client.benchmark_table import (
     BenchmarkTableRow,
     benchmark_table,
     deployment_recommendation,
+    metric_definitions,
 )
 from client.results import DownloadedResults
 
@@ -93,12 +94,20 @@ def format_job_results(results: DownloadedResults) -> str:
         [
             heading,
             format_benchmark_table(benchmark_table(results)),
+            *_definitions(metric_definitions(results)),
             format_recommendation(deployment_recommendation(results)),
             format_lineage_summary(results.lineage),
             f"Downloaded {len(results.files)} verified files from {results.output_uri} "
             f"to {results.directory}",
         ]
     )
+
+
+def _definitions(definitions: dict[str, str]) -> list[str]:
+    """The metric definitions as a block under the table; none for older results."""
+    if not definitions:
+        return []
+    return ["\n".join(f"{name}: {meaning}" for name, meaning in definitions.items())]
 
 
 def _cell(value: Any, digits: int) -> str:

@@ -40,6 +40,19 @@ def table_rows(document: Any, source: str = "results.json document") -> list[Ben
     return [_row(source, index, row) for index, row in enumerate(rows)]
 
 
+def metric_definitions_of(document: Any, source: str = "results.json document") -> dict[str, str]:
+    """What each column means, as the benchmark wrote it; empty for jobs benchmarked before
+    results.json carried definitions."""
+    definitions = document.get("metric_definitions") if isinstance(document, dict) else None
+    if definitions is None:
+        return {}
+    if not isinstance(definitions, dict) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in definitions.items()
+    ):
+        raise ValueError(f"{source}: 'metric_definitions' is not an object of strings")
+    return dict(definitions)
+
+
 def recommendation_of(document: Any, source: str = "results.json document") -> dict[str, Any] | None:
     """The benchmark's recommendation (what to deploy per concurrency level), None for jobs
     benchmarked before recommendations existed."""

@@ -121,6 +121,7 @@ def run_bench(args: argparse.Namespace) -> int:
         f"per level, {report.tokens_per_request()}, {report.load_generator}"
     )
     print(report.format_table())
+    print(report.format_definitions())
     if report.recommendation is not None:
         print(f"recommendation: {report.recommendation.summary}")
     print(f"results: {args.out / 'results.json'}, {args.out / 'results.csv'}")

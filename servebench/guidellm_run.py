@@ -164,13 +164,15 @@ def _level(benchmark: dict[str, Any]) -> LevelResult:
     def mean(name: str) -> float:
         return float(metrics[name]["successful"]["mean"])
 
+    tpot, itl = _tpot_and_itl(successful)
+
     return LevelResult(
         concurrency=_streams(benchmark),
         successful_requests=int(totals["successful"]),
         errored_requests=int(totals["errored"]),
         ttft_ms=mean("time_to_first_token_ms"),
-        tpot_ms=mean("time_per_output_token_ms"),
-        itl_ms=mean("inter_token_latency_ms"),
+        tpot_ms=tpot,
+        itl_ms=itl,
         request_throughput=mean("requests_per_second"),
         output_throughput=mean("output_tokens_per_second"),
         otps_per_request=sum(float(r["output_tokens_per_second"]) for r in successful) / len(successful),
@@ -179,6 +181,26 @@ def _level(benchmark: dict[str, Any]) -> LevelResult:
         first_request_start=min(float(r["request_start_time"]) for r in every),
         last_request_end=max(float(r["request_end_time"]) for r in every),
     )
+
+
+def _tpot_and_itl(requests: list[dict[str, Any]]) -> tuple[float, float]:
+    """TPOT and ITL as SageMaker's benchmark table means them, averaged over the requests.
+
+    TPOT: time per output token after the first, (last token - first token) / (tokens - 1);
+    guidellm names this per-request figure inter_token_latency_ms. ITL: the gap between streamed
+    chunks. A server streams one chunk per engine step, and a speculative step streams every token
+    it accepted as one chunk, so a request's ITL is its TPOT times its tokens per chunk after the
+    first (guidellm's iter_tokens_per_iteration): plain decoding gives ITL = TPOT, EAGLE about the
+    acceptance length times TPOT. Requests of one token have neither and are left out.
+    """
+    pairs = [
+        (float(tpot), float(tpot) * float(request.get("iter_tokens_per_iteration") or 1.0))
+        for request in requests
+        if (tpot := request.get("inter_token_latency_ms")) is not None
+    ]
+    if not pairs:
+        return 0.0, 0.0
+    return sum(tpot for tpot, _ in pairs) / len(pairs), sum(itl for _, itl in pairs) / len(pairs)
 
 
 def _streams(benchmark: dict[str, Any]) -> int:

@@ -50,13 +50,29 @@ CSV_COLUMNS = (
 )
 
 
+# What each column means, as SageMaker's benchmark table means it; printed under every table and
+# written into results.json, where the client and the dashboard read it.
+METRIC_DEFINITIONS = {
+    "TTFT (ms)": "time to first token: from sending the request to the first streamed token, mean.",
+    "TPOT (ms)": "time per output token after the first: (last token - first token) / (tokens - 1), "
+    "mean over requests.",
+    "ITL (ms)": "inter-token latency: the gap between streamed chunks, mean over requests. A "
+    "speculative step streams every token it accepted as one chunk, so ITL = TPOT without EAGLE "
+    "and about acceptance length x TPOT with it.",
+    "Request Throughput (req/s)": "requests completed per second at this concurrency.",
+    "Output Throughput (tokens/s)": "output tokens per second, all requests together.",
+    "OTPS per request": "output tokens per second of one request, mean over requests.",
+    "Acceptance Length": "tokens emitted per target forward pass: 1 + accepted drafts / verification steps.",
+}
+
+
 class ServingRow(BaseModel):
     configuration: str
     concurrency: int
     head_dir: str | None
     ttft_ms: float = Field(description="guidellm: mean time to first token.")
-    tpot_ms: float = Field(description="guidellm: mean time per output token (request latency / tokens).")
-    itl_ms: float = Field(description="guidellm: mean inter-token latency after the first token.")
+    tpot_ms: float = Field(description=METRIC_DEFINITIONS["TPOT (ms)"])
+    itl_ms: float = Field(description=METRIC_DEFINITIONS["ITL (ms)"])
     request_throughput: float = Field(description="guidellm: requests completed per second.")
     output_throughput: float = Field(description="guidellm: output tokens per second, all requests.")
     otps_per_request: float = Field(description="Mean of guidellm's per-request output tokens/s.")
@@ -109,6 +125,9 @@ class ServingReport(BaseModel):
         default_factory=dict, description="Server logs and guidellm's raw JSON, by name."
     )
     rows: list[ServingRow]
+    metric_definitions: dict[str, str] = Field(
+        default_factory=lambda: dict(METRIC_DEFINITIONS), description="What each column of the table means."
+    )
     recommendation: Recommendation | None = Field(
         default=None,
         description="What to deploy at each concurrency level; None when no No EAGLE row was measured.",
@@ -133,6 +152,10 @@ class ServingReport(BaseModel):
             cells = [_cell(getattr(row, attribute), digits) for _, attribute, digits in TABLE_COLUMNS]
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
+
+    def format_definitions(self) -> str:
+        """The table's metric definitions, one line each, for under the table."""
+        return "\n".join(f"{name}: {meaning}" for name, meaning in self.metric_definitions.items())
 
     def to_csv(self) -> str:
         buffer = io.StringIO()

@@ -75,6 +75,9 @@ class JobResults(AwsShape):
     lineage_uri: str
     artifacts: list[PublishedArtifact] = Field(default_factory=list)
     benchmark: list[BenchmarkTableRowShape] = Field(default_factory=list)
+    metric_definitions: dict[str, str] = Field(
+        default_factory=dict, description="What each benchmark column means, as results.json states it."
+    )
 
 
 class DashboardModelList(AwsShape):

@@ -103,3 +103,48 @@ def test_a_level_without_successful_requests_is_an_error() -> None:
         parse_guidellm_report({"benchmarks": [benchmark]})
     with pytest.raises(GuidellmError, match="unexpected guidellm JSON"):
         parse_guidellm_report({"runs": []})
+
+
+def _guidellm_level(requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """One level of guidellm's JSON with just what parse_guidellm_report reads."""
+    summary = {"successful": {"mean": 1.0}}
+    names = ("time_to_first_token_ms", "requests_per_second", "output_tokens_per_second")
+    return {
+        "config": {"strategy": {"streams": 1}},
+        "metrics": {
+            "request_totals": {
+                "successful": len(requests),
+                "errored": 0,
+                "incomplete": 0,
+                "total": len(requests),
+            },
+            **dict.fromkeys((*names, "output_token_count", "prompt_token_count"), summary),
+        },
+        "requests": {"successful": requests, "errored": []},
+    }
+
+
+def _request(tpot_ms: float | None, tokens_per_chunk: float | None) -> dict[str, Any]:
+    return {
+        "inter_token_latency_ms": tpot_ms,
+        "iter_tokens_per_iteration": tokens_per_chunk,
+        "output_tokens_per_second": 10.0,
+        "request_start_time": 1.0,
+        "request_end_time": 2.0,
+    }
+
+
+def test_tpot_and_itl_mean_what_sagemaker_table_means() -> None:
+    # Plain decoding streams one token a chunk: ITL = TPOT. A speculative request that streamed
+    # 2.5 tokens a chunk after the first has ITL = 2.5 x TPOT. A one-token request has neither.
+    plain = parse_guidellm_report(
+        {"benchmarks": [_guidellm_level([_request(20.0, 1.0), _request(30.0, 1.0)])]}
+    )
+    eagle = parse_guidellm_report(
+        {"benchmarks": [_guidellm_level([_request(10.0, 2.5), _request(12.0, 2.0), _request(None, None)])]}
+    )
+
+    assert plain[0].tpot_ms == pytest.approx(25.0)
+    assert plain[0].itl_ms == pytest.approx(25.0)
+    assert eagle[0].tpot_ms == pytest.approx(11.0)
+    assert eagle[0].itl_ms == pytest.approx((25.0 + 24.0) / 2)

@@ -75,6 +75,8 @@ def test_every_configuration_and_level_gets_guidellm_measurements_and_acceptance
         assert row.output_tokens_mean == TOKENS
         assert row.ttft_ms > 0
         assert row.itl_ms > 0
+        # ITL is the gap between streamed chunks, and a chunk holds one token or more.
+        assert row.itl_ms >= row.tpot_ms * 0.999
         assert row.output_throughput > 0
         assert row.otps_per_request > 0
     for row in report.rows[:2]:
@@ -90,6 +92,7 @@ def test_every_configuration_and_level_gets_guidellm_measurements_and_acceptance
         assert 1.0 <= row.mean_acceptance_length <= K + 1
         assert len(row.acceptance_by_position) == K
         assert row.speedup_vs_no_eagle is not None
+    assert set(report.metric_definitions) >= {"TPOT (ms)", "ITL (ms)"}
     assert Path(report.artifacts["trained-eagle guidellm"]).is_file()
     assert "served in process" in Path(report.artifacts["trained-eagle server log"]).read_text()
 

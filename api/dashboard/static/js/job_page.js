@@ -180,6 +180,7 @@ export class JobPage {
       ),
       recommendationPanel(recommendation),
       benchmarkTable(rows),
+      metricDefinitions(results.MetricDefinitions || {}),
       h("h3", {}, "Published artifacts"),
       h(
         "ul",
@@ -300,4 +301,11 @@ function benchmarkTable(rows) {
     h("thead", {}, h("tr", {}, columns.map(([title]) => h("th", {}, title)))),
     h("tbody", {}, rows.map((r) => h("tr", {}, columns.map(([, value]) => h("td", {}, value(r)))))),
   );
+}
+
+// What each column means (TPOT and ITL as SageMaker's table means them), from results.json.
+function metricDefinitions(definitions) {
+  const names = Object.keys(definitions);
+  if (names.length === 0) return h("span", {});
+  return h("dl", { class: "definitions", id: "metric-definitions" }, names.flatMap((name) => [h("dt", {}, name), h("dd", {}, definitions[name])]));
 }
