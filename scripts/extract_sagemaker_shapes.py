@@ -11,7 +11,7 @@ import botocore
 from core.sagemaker.botocore_subset import extract_subset
 
 SERVICE_MODEL = Path(botocore.__file__).parent / "data" / "sagemaker" / "2017-07-24" / "service-2.json.gz"
-TARGET = Path(__file__).resolve().parent.parent / "api" / "wire" / "sagemaker_shapes.json"
+TARGET = Path(__file__).resolve().parent.parent / "core" / "sagemaker" / "sagemaker_shapes.json"
 
 
 def main() -> None:

@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 SERVED_OPERATIONS = (
+    "AddTags",
+    "DeleteTags",
+    "ListTags",
     "CreateModel",
     "DeleteModel",
     "DescribeModel",

@@ -119,6 +119,7 @@ export class JobPage {
       item("Started", time(job.OptimizationStartTime)),
       item("Ended", time(job.OptimizationEndTime)),
       item("ARN", job.OptimizationJobArn),
+      item("Tags", tagList(job.Tags ?? [])),
     );
     this.renderTraining(points);
     this.renderBenchmark(status, job.DeploymentRecommendation);
@@ -254,6 +255,12 @@ function allowAction(button, blocked) {
 
 function item(label, value) {
   return [h("dt", {}, label), h("dd", {}, value)];
+}
+
+// The job's tags (CreateOptimizationJob's Tags plus AddTags/DeleteTags since), as key=value.
+function tagList(tags) {
+  if (!tags.length) return h("span", { id: "job-tags", class: "empty" }, "—");
+  return h("ul", { id: "job-tags", class: "tags" }, tags.map((tag) => h("li", { "data-key": tag.Key }, `${tag.Key}=${tag.Value}`)));
 }
 
 // What to deploy per concurrency level (the job's DeploymentRecommendation): the fastest

@@ -1,0 +1,137 @@
+"""AddTags, ListTags and DeleteTags: the tags of models and optimization jobs, addressed by ARN.
+
+The same store as the Tags member of CreateModel and CreateOptimizationJob (resource_tags.py).
+Like the other services these never commit: the request's unit of work does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import ObjectDeletedError
+
+from core.principal import Principal
+from core.sagemaker.errors import ResourceLimitExceeded, ResourceNotFound, ValidationException
+from core.sagemaker.shapes.common import Tag
+from core.sagemaker.shapes.tags import AddTagsInput, DeleteTagsInput, ListTagsInput
+from core.sagemaker.validation import ConstraintViolation
+from core.services.pagination import decode_next_token, encode_next_token, query_fingerprint
+from core.services.request_checks import require_unique_tag_keys
+from db.arns import sagemaker_arn
+from db.models.optimization_job import OptimizationJob
+from db.models.resource_tag import ResourceTag
+from db.models.sagemaker_model import SageMakerModel
+from db.queries.optimization_job import get_optimization_job_by_name
+from db.queries.resource_tag import (
+    delete_resource_tag_keys,
+    list_resource_tags,
+    list_resource_tags_page,
+    set_resource_tags,
+)
+from db.queries.sagemaker_model import get_sagemaker_model_by_name
+
+# AWS's tagging limits: 50 user tags per resource; the "aws:" prefix is AWS's own.
+MAX_TAGS_PER_RESOURCE = 50
+RESERVED_KEY_PREFIX = "aws:"
+DEFAULT_MAX_RESULTS = 50
+# The resource types (the ARN's resource part before the "/") that carry tags here.
+TAGGABLE_TYPES = {"model": "model", "optimization-job": "optimization job"}
+
+TaggedResource = SageMakerModel | OptimizationJob
+
+
+@dataclass(frozen=True)
+class TagPage:
+    tags: list[ResourceTag]
+    next_token: str | None
+
+
+def _not_found(kind: str, arn: str) -> ResourceNotFound:
+    return ResourceNotFound(f'Could not find {kind} "{arn}".')
+
+
+def _find_resource(session: Session, *, principal: Principal, arn: str) -> TaggedResource:
+    """The principal's model or job that ``arn`` names; another account's is not found either."""
+    parts = arn.split(":", 5)
+    resource_type, _, name = parts[5].partition("/") if len(parts) == 6 else ("", "", "")
+    if resource_type not in TAGGABLE_TYPES or not name:
+        raise ValidationException(
+            f"The resource ARN '{arn}' names no taggable resource: this service tags "
+            "model/<name> and optimization-job/<name> resources."
+        )
+    not_found = _not_found(TAGGABLE_TYPES[resource_type], arn)
+    _, partition, _, region, aws_account_id, _ = parts
+    if partition != "aws" or region != principal.region or aws_account_id != principal.aws_account_id:
+        raise not_found
+    resource: TaggedResource | None
+    if resource_type == "model":
+        resource = get_sagemaker_model_by_name(session, account_id=principal.account_id, name=name)
+    else:
+        resource = get_optimization_job_by_name(session, account_id=principal.account_id, name=name)
+    expected = sagemaker_arn(
+        region=region, aws_account_id=aws_account_id, resource_type=resource_type, name=name
+    )
+    if resource is None or resource.arn != expected:
+        raise not_found
+    return resource
+
+
+def _require_user_keys(keys: Sequence[str], path: str) -> None:
+    """``path`` formats a 1-based index into the member path (``tags.{}.member.key``)."""
+    violations = [
+        ConstraintViolation(
+            path.format(index), key, f"Member must not start with the reserved prefix '{RESERVED_KEY_PREFIX}'"
+        )
+        for index, key in enumerate(keys, start=1)
+        if key.lower().startswith(RESERVED_KEY_PREFIX)
+    ]
+    if violations:
+        raise ValidationException.from_violations(violations)
+
+
+def add_tags(session: Session, *, principal: Principal, request: AddTagsInput) -> list[Tag]:
+    """Add or overwrite tags; the resource may end up with at most 50. Returns the tags added."""
+    require_unique_tag_keys(request.tags)
+    _require_user_keys([tag.key for tag in request.tags], "tags.{}.member.key")
+    resource = _find_resource(session, principal=principal, arn=request.resource_arn)
+    try:
+        # Serialises concurrent AddTags on one resource, so the limit holds (a no-op on SQLite).
+        session.refresh(resource, with_for_update=True)
+    except ObjectDeletedError:
+        kind = "model" if isinstance(resource, SageMakerModel) else "optimization job"
+        raise _not_found(kind, request.resource_arn) from None
+    existing = {tag.key for tag in list_resource_tags(session, resource_arn=resource.arn)}
+    total = len(existing | {tag.key for tag in request.tags})
+    if total > MAX_TAGS_PER_RESOURCE:
+        raise ResourceLimitExceeded(
+            f'Adding {len(request.tags)} tag(s) to "{request.resource_arn}" would give it {total} tags; '
+            f"a resource can have at most {MAX_TAGS_PER_RESOURCE}."
+        )
+    set_resource_tags(
+        session,
+        account_id=principal.account_id,
+        resource_arn=resource.arn,
+        tags=[(tag.key, tag.value) for tag in request.tags],
+    )
+    return list(request.tags)
+
+
+def list_tags(session: Session, *, principal: Principal, request: ListTagsInput) -> TagPage:
+    resource = _find_resource(session, principal=principal, arn=request.resource_arn)
+    fingerprint = query_fingerprint({"ResourceArn": resource.arn})
+    page = list_resource_tags_page(
+        session,
+        resource_arn=resource.arn,
+        limit=request.max_results or DEFAULT_MAX_RESULTS,
+        cursor=decode_next_token(request.next_token, fingerprint),
+    )
+    return TagPage(tags=page.items, next_token=encode_next_token(page.next_cursor, fingerprint))
+
+
+def delete_tags(session: Session, *, principal: Principal, request: DeleteTagsInput) -> None:
+    """Remove these keys; keys the resource does not have are not an error."""
+    _require_user_keys(request.tag_keys, "tagKeys.{}.member")
+    resource = _find_resource(session, principal=principal, arn=request.resource_arn)
+    delete_resource_tag_keys(session, resource_arn=resource.arn, keys=request.tag_keys)
