@@ -132,11 +132,27 @@ def run_guidellm(command: list[str], log_path: Path, timeout: float | None = Non
 
 
 def parse_guidellm_report(document: dict[str, Any]) -> list[LevelResult]:
-    """One LevelResult per benchmark (concurrency level) in guidellm's JSON output."""
+    """One LevelResult per benchmark (concurrency level) in guidellm's JSON output.
+
+    A level whose every request was still in flight when its time limit (max_duration) ended it
+    measured nothing: it is left out, and the caller names it as not measured. A level with
+    errored requests and no successful one is a real failure.
+    """
     try:
-        return [_level(benchmark) for benchmark in document["benchmarks"]]
+        return [_level(benchmark) for benchmark in document["benchmarks"] if not _cut_short(benchmark)]
     except (KeyError, TypeError, ValueError) as error:
         raise GuidellmError(f"unexpected guidellm JSON: {error!r}") from error
+
+
+def _cut_short(benchmark: dict[str, Any]) -> bool:
+    totals = benchmark["metrics"]["request_totals"]
+    cut = int(totals["successful"]) == 0 and int(totals["errored"]) == 0 and int(totals["incomplete"]) > 0
+    if cut:
+        logger.warning(
+            "concurrency %s: no request finished before the level's time limit; not measured",
+            _streams(benchmark),
+        )
+    return cut
 
 
 def load_guidellm_report(path: Path) -> list[LevelResult]:

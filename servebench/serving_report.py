@@ -125,6 +125,11 @@ class ServingReport(BaseModel):
         default_factory=dict, description="Server logs and guidellm's raw JSON, by name."
     )
     rows: list[ServingRow]
+    unmeasured: list[str] = Field(
+        default_factory=list,
+        description="Configuration and level pairs with no row: every request was still running when "
+        "the level's time limit (a job's deadline) ended it.",
+    )
     metric_definitions: dict[str, str] = Field(
         default_factory=lambda: dict(METRIC_DEFINITIONS), description="What each column of the table means."
     )

@@ -58,6 +58,7 @@ def serving_benchmark(
     rows: list[ServingRow] = []
     artifacts: dict[str, str] = {"prompts": str(data_path)}
     stopped = False
+    done: list[BenchmarkConfiguration] = []
     configurations = config.measured_configurations()
     for index, configuration in enumerate(configurations):
         if should_stop is not None and should_stop():
@@ -71,9 +72,17 @@ def serving_benchmark(
             venv=venv,
             artifacts=artifacts,
         )
+        done.append(configuration)
         if progress is not None:
             progress(index + 1, len(configurations))
     _add_speedups(rows)
+    measured = {(row.configuration, row.concurrency) for row in rows}
+    unmeasured = [
+        f"{configuration.name} at concurrency {level}"
+        for configuration in done
+        for level in config.concurrency
+        if (configuration.name, level) not in measured
+    ]
     baseline = next((c.name for c in config.configurations if c.head_dir is None), None)
     return ServingReport(
         engine=config.engine,
@@ -89,6 +98,7 @@ def serving_benchmark(
         stopped=stopped,
         artifacts=artifacts,
         rows=rows,
+        unmeasured=unmeasured,
         recommendation=None
         if baseline is None
         else recommend(rows, baseline, min_speedup=config.min_speedup),

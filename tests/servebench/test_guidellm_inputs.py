@@ -148,3 +148,16 @@ def test_tpot_and_itl_mean_what_sagemaker_table_means() -> None:
     assert plain[0].itl_ms == pytest.approx(25.0)
     assert eagle[0].tpot_ms == pytest.approx(11.0)
     assert eagle[0].itl_ms == pytest.approx((25.0 + 24.0) / 2)
+
+
+def test_a_level_its_time_limit_ended_before_any_request_finished_is_left_out() -> None:
+    measured = _guidellm_level([_request(20.0, 1.0)])
+    cut = {
+        "config": {"strategy": {"streams": 8}},
+        "metrics": {"request_totals": {"successful": 0, "errored": 0, "incomplete": 8, "total": 8}},
+        "requests": {"successful": [], "errored": [], "incomplete": []},
+    }
+
+    levels = parse_guidellm_report({"benchmarks": [measured, cut]})
+
+    assert [level.concurrency for level in levels] == [1]

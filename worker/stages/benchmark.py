@@ -73,15 +73,26 @@ def benchmark_head(ctx: JobContext) -> None:
     ctx.s3.upload_file(csv_path, ctx.layout.staged(BENCHMARK_CSV))
     ctx.s3.upload_file(json_path, ctx.layout.staged(BENCHMARK_JSON))  # last: the stage's marker
     ctx.artifacts.benchmark = BenchmarkOutput(report=document, json_path=json_path, csv_path=csv_path)
-    trained = report.row(TRAINED_HEAD, config.concurrency[0])
+    ctx.report(_summary(report), fraction=1.0)
+
+
+def _summary(report: ServingReport) -> str:
+    """One line for the job's events: the trained head at its first measured level, the advice,
+    and the levels a deadline left unmeasured."""
+    trained = next((row for row in report.rows if row.configuration == TRAINED_HEAD), None)
     advice = report.recommendation
-    recommendation = "" if advice is None else f". Recommended: {advice.summary}"
-    ctx.report(
-        f"Trained EAGLE (adaptive K) at concurrency {trained.concurrency}: acceptance length "
+    parts = [
+        "Trained EAGLE: no level measured"
+        if trained is None
+        else f"Trained EAGLE (adaptive K) at concurrency {trained.concurrency}: acceptance length "
         f"{trained.mean_acceptance_length or 0:.2f}, {trained.output_throughput:.1f} tokens/s "
-        f"({trained.speedup_vs_no_eagle or 0:.2f}x No EAGLE){recommendation}",
-        fraction=1.0,
-    )
+        f"({trained.speedup_vs_no_eagle or 0:.2f}x No EAGLE)"
+    ]
+    if advice is not None:
+        parts.append(f"Recommended: {advice.summary}")
+    if report.unmeasured:
+        parts.append(f"Not measured (time limit): {', '.join(report.unmeasured)}")
+    return ". ".join(parts)
 
 
 def _config(ctx: JobContext, work_dir: Path) -> tuple[ServingBenchmarkConfig, str]:
