@@ -1,10 +1,13 @@
 """Where a job's inputs are on S3: the base model, and an existing EAGLE head (``eagle_model``).
 
 Read from ModelSource.S3, or from the PrimaryContainer of ModelSource.SageMakerModel that
-CreateOptimizationJob snapshotted into the job.
+CreateOptimizationJob snapshotted into the job. Either is a directory (an S3 prefix) or a
+gzip-compressed tar object (model.tar.gz) that the worker unpacks.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from core.job_errors import JobFailedError
 from core.s3 import S3Location
@@ -13,6 +16,8 @@ from core.sagemaker.shapes.sagemaker_models import ContainerDefinition
 
 # SageMaker's channel name for an existing EAGLE head (AdditionalModelDataSources).
 EAGLE_MODEL_CHANNEL = "eagle_model"
+# A ModelSource.S3.S3Uri or ModelDataUrl ending so names a model.tar.gz, not a directory.
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
 
 
 def parse_s3_uri(uri: str, *, field: str) -> S3Location:
@@ -22,12 +27,33 @@ def parse_s3_uri(uri: str, *, field: str) -> S3Location:
         raise JobFailedError(str(exc)) from exc
 
 
+@dataclass(frozen=True)
+class ModelData:
+    """Where a model's files are: an S3 prefix, or (``compressed``) one gzip-compressed tar object."""
+
+    location: S3Location
+    compressed: bool = False
+
+    @property
+    def uri(self) -> str:
+        return self.location.uri if self.compressed else self.location.as_directory.uri
+
+
+def is_archive_uri(uri: str) -> bool:
+    return uri.endswith(ARCHIVE_SUFFIXES)
+
+
 def model_location(
     model_source: OptimizationJobModelSource, source_model_container: ContainerDefinition | None
-) -> S3Location:
-    """The S3 prefix holding the base model's files, from ModelSource (S3 URI or SageMaker model)."""
+) -> ModelData:
+    """The base model's files, from ModelSource (S3 URI or SageMaker model).
+
+    A prefix is read as a model directory; a model.tar.gz (ModelSource.S3.S3Uri or ModelDataUrl
+    ending in .tar.gz, or ModelDataSource S3Object + Gzip) is unpacked by the worker.
+    """
     if model_source.s3 is not None and model_source.s3.s3_uri:
-        return parse_s3_uri(model_source.s3.s3_uri, field="ModelSource.S3.S3Uri")
+        uri = model_source.s3.s3_uri
+        return ModelData(parse_s3_uri(uri, field="ModelSource.S3.S3Uri"), compressed=is_archive_uri(uri))
     if source_model_container is None:
         raise JobFailedError(
             "ModelSource names neither an S3 URI nor a SageMaker model with a PrimaryContainer"
@@ -35,34 +61,50 @@ def model_location(
     model_data_source = source_model_container.model_data_source
     data_source = None if model_data_source is None else model_data_source.s3_data_source
     if data_source is not None:
-        if data_source.compression_type != "None":
-            raise JobFailedError(
-                "PrimaryContainer.ModelDataSource.S3DataSource.CompressionType must be None: "
-                "the model must be an uncompressed directory on S3"
-            )
-        return parse_s3_uri(data_source.s3_uri, field="PrimaryContainer.ModelDataSource.S3DataSource.S3Uri")
+        return ModelData(
+            parse_s3_uri(data_source.s3_uri, field="PrimaryContainer.ModelDataSource.S3DataSource.S3Uri"),
+            compressed=_is_compressed(
+                data_source.s3_data_type,
+                data_source.compression_type,
+                what="PrimaryContainer.ModelDataSource.S3DataSource",
+            ),
+        )
     url = source_model_container.model_data_url
     if url:
-        if url.endswith((".tar.gz", ".tgz", ".tar")):
+        if url.endswith(".tar"):
             raise JobFailedError(
-                f"PrimaryContainer.ModelDataUrl {url} is an archive; register the model as an "
-                "uncompressed directory (ModelDataSource.S3DataSource with CompressionType None)"
+                f"PrimaryContainer.ModelDataUrl {url} is an uncompressed tar archive; use a gzip-compressed "
+                "model.tar.gz or an uncompressed directory (ModelDataSource with S3Prefix)"
             )
-        return parse_s3_uri(url, field="PrimaryContainer.ModelDataUrl")
+        return ModelData(
+            parse_s3_uri(url, field="PrimaryContainer.ModelDataUrl"), compressed=is_archive_uri(url)
+        )
     raise JobFailedError(
         "The SageMaker model's PrimaryContainer has neither ModelDataUrl nor ModelDataSource"
     )
 
 
-def eagle_head_location(source_model_container: ContainerDefinition | None) -> S3Location | None:
-    """The ``eagle_model`` channel's S3 prefix, or None; any other channel fails the job.
+def _is_compressed(data_type: str, compression: str, *, what: str) -> bool:
+    """S3Prefix + None is a directory, S3Object + Gzip a model.tar.gz; nothing else is readable."""
+    if data_type == "S3Prefix" and compression == "None":
+        return False
+    if data_type == "S3Object" and compression == "Gzip":
+        return True
+    raise JobFailedError(
+        f"{what} has S3DataType={data_type} CompressionType={compression}; an optimization job reads "
+        "an uncompressed directory (S3Prefix, None) or a model.tar.gz (S3Object, Gzip)"
+    )
+
+
+def eagle_head_location(source_model_container: ContainerDefinition | None) -> ModelData | None:
+    """The ``eagle_model`` channel (a prefix or a tar.gz), or None; any other channel fails the job.
 
     An optimization job reads only the base model and an EAGLE head, so a channel it would
     silently ignore (a LoRA adapter, a ``draft_model``) is an error the user should see.
     """
     if source_model_container is None:
         return None
-    head: S3Location | None = None
+    head: ModelData | None = None
     for index, source in enumerate(source_model_container.additional_model_data_sources or [], 1):
         channel = source.channel_name
         if channel != EAGLE_MODEL_CHANNEL:
@@ -72,13 +114,14 @@ def eagle_head_location(source_model_container: ContainerDefinition | None) -> S
                 "(an existing EAGLE-3 head to start from)"
             )
         data = source.s3_data_source
-        if data.compression_type != "None" or data.s3_data_type != "S3Prefix":
-            raise JobFailedError(
-                f"The {EAGLE_MODEL_CHANNEL} channel must be an uncompressed S3Prefix directory, got "
-                f"S3DataType={data.s3_data_type} CompressionType={data.compression_type}"
-            )
-        head = parse_s3_uri(
-            data.s3_uri,
-            field=f"PrimaryContainer.AdditionalModelDataSources.{index}.S3DataSource.S3Uri",
+        compressed = _is_compressed(
+            data.s3_data_type, data.compression_type, what=f"The {EAGLE_MODEL_CHANNEL} channel"
+        )
+        head = ModelData(
+            parse_s3_uri(
+                data.s3_uri,
+                field=f"PrimaryContainer.AdditionalModelDataSources.{index}.S3DataSource.S3Uri",
+            ),
+            compressed=compressed,
         )
     return head

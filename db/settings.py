@@ -77,6 +77,12 @@ class Settings(BaseSettings):
         default="s3://eaglenest-datasets/builtin/",
         description="S3 prefix of catalog.json and the built-in datasets (jobs without TrainingDataSource).",
     )
+    max_model_archive_bytes: int = Field(
+        default=200 * 1024**3,
+        ge=1,
+        description="A model.tar.gz (ModelDataSource CompressionType Gzip) that unpacks to more "
+        "bytes fails the job.",
+    )
     max_skipped_record_fraction: float = Field(
         default=0.01, ge=0, le=1, description="Jobs fail when more of their data records are malformed."
     )

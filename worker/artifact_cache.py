@@ -18,6 +18,7 @@ from pathlib import Path
 
 from core.s3_store import S3Store
 from db.settings import Settings
+from worker.model_archive import unpack_model_archive
 from worker.s3_snapshot import S3Snapshot
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,59 @@ class ArtifactCache:
                     raise
                 logger.info("another worker cached %s first; using its copy", snapshot.source)
         finally:
+            shutil.rmtree(partial, ignore_errors=True)
+        return final
+
+    def fetch_archive(
+        self,
+        store: S3Store,
+        snapshot: S3Snapshot,
+        *,
+        kind: str,
+        max_unpacked_bytes: int,
+        progress: DownloadProgress | None = None,
+    ) -> Path:
+        """The directory a one-object snapshot (a model.tar.gz) unpacks to, keyed by its ETag.
+
+        The archive is downloaded next to the entry, unpacked (refusing unsafe members; see
+        worker.model_archive) into a private directory, renamed into place and deleted.
+        """
+        if len(snapshot.entries) != 1:
+            raise ValueError(f"an archive snapshot holds exactly one object, got {len(snapshot.entries)}")
+        entry = snapshot.entries[0]
+        final = self.path_for(kind, snapshot)
+        if final.is_dir():
+            logger.info("cache hit for %s: %s", snapshot.source, final)
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        token = uuid.uuid4().hex[:8]
+        partial = final.parent / f".{final.name}.{token}.partial"
+        archive = final.parent / f".{final.name}.{token}.archive"
+        total = entry.object.size
+        done = 0
+
+        def advance(chunk: int) -> None:
+            nonlocal done
+            done += chunk
+            if progress is not None:
+                progress(done, total)
+
+        try:
+            store.download(entry.object.location, archive, progress=advance)
+            unpack_model_archive(
+                archive, partial, uri=entry.object.uri, max_unpacked_bytes=max_unpacked_bytes
+            )
+            (partial / SNAPSHOT_FILE).write_text(
+                json.dumps(snapshot.to_lineage(), indent=2) + "\n", encoding="utf-8"
+            )
+            try:
+                os.rename(partial, final)
+            except OSError:
+                if not final.is_dir():
+                    raise
+                logger.info("another worker cached %s first; using its copy", snapshot.source)
+        finally:
+            archive.unlink(missing_ok=True)
             shutil.rmtree(partial, ignore_errors=True)
         return final
 

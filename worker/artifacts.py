@@ -26,7 +26,10 @@ class BaseModelInput:
     snapshot: S3Snapshot
     config: dict[str, Any]
     architecture: str
-    local_dir: Path | None = None  # set by 'prepare'
+    local_dir: Path | None = None  # set by 'prepare' (by 'validate' for a model.tar.gz)
+    compressed: bool = False  # location is a model.tar.gz, not a directory
+    # Files SageMaker lists that this model lacks but does not need (see the 'validate' stage).
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass

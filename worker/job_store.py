@@ -21,6 +21,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.job_spec import InvalidJobSpecError, JobSpec
+from db.models.job_event import JobEvent
 from db.models.optimization_job import OptimizationJob
 from db.models.optimization_job_status import OptimizationJobStatus
 from db.queries.optimization_job import (
@@ -236,6 +237,17 @@ class JobStore:
             record_job_progress(
                 session, job=job, stage=stage, percent=percent, eta_seconds=eta_seconds, message=message
             )
+
+    def record_event(self, job_id: int, *, stage: str, message: str) -> None:
+        """A job event that changes neither status nor stage (a validation warning, say)."""
+        with self.unit_of_work() as session:
+            job = get_optimization_job_by_id(session, job_id=job_id)
+            if job is not None:
+                session.add(
+                    JobEvent(
+                        job_id=job.id, occurred_at=utc_now(), status=job.status, stage=stage, message=message
+                    )
+                )
 
     def record_training_points(self, job_id: int, points: Sequence[NewTrainingPoint]) -> None:
         """Append training steps to the job's curve (the dashboard's loss/acceptance plots)."""

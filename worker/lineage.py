@@ -85,7 +85,11 @@ def build_lineage(
             "created_at": job.created_at.isoformat(),
             "started_at": None if job.started_at is None else job.started_at.isoformat(),
         },
-        "source_model": {**model.snapshot.to_lineage(), "architecture": model.architecture},
+        "source_model": {
+            **model.snapshot.to_lineage(),
+            "architecture": model.architecture,
+            "warnings": model.warnings,
+        },
         "base_head": None if head is None else {**head.snapshot.to_lineage(), "validation": head.summary},
         "training_data": {
             "source": data.kind,

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from core.job_errors import JobFailedError
 from core.job_spec import JobSpec
-from core.model_source import EAGLE_MODEL_CHANNEL
+from core.model_source import EAGLE_MODEL_CHANNEL, is_archive_uri
 from core.principal import Principal
 from core.s3 import S3Location
 from core.sagemaker.errors import AwsError
@@ -44,8 +44,14 @@ def output_model_request(
     job: JobSpec, *, name: str, base_model: S3Location, head_uri: str, image: str
 ) -> dict[str, Any]:
     """CreateModel's body: the source container (or one for the S3 model) plus the new head."""
+    # ModelSource.S3 naming a model.tar.gz: the model serves from that archive, as SageMaker reads it.
+    model_data = (
+        S3ModelDataSource(s3_uri=base_model.uri, s3_data_type="S3Object", compression_type="Gzip")
+        if is_archive_uri(base_model.uri)
+        else s3_prefix_source(base_model.uri)
+    )
     container = job.source_model_container or ContainerDefinition(
-        image=image, model_data_source=ModelDataSource(s3_data_source=s3_prefix_source(base_model.uri))
+        image=image, model_data_source=ModelDataSource(s3_data_source=model_data)
     )
     channels = [
         source

@@ -31,8 +31,10 @@ from db.queries.sagemaker_model import (
 )
 
 # The channel that carries an existing EAGLE head (SageMaker's convention); the worker
-# reads it as a directory, so it must be an uncompressed S3 prefix.
+# reads it as a directory: an uncompressed S3 prefix, or a model.tar.gz it unpacks.
 EAGLE_MODEL_CHANNEL = "eagle_model"
+# (S3DataType, CompressionType) pairs the eagle_model channel may use.
+EAGLE_MODEL_DATA_FORMATS = {("S3Prefix", "None"), ("S3Object", "Gzip")}
 DEFAULT_MAX_RESULTS = 10
 
 
@@ -66,12 +68,12 @@ def _check_container(container: ContainerDefinition, path: str) -> None:
         if source.channel_name != EAGLE_MODEL_CHANNEL:
             continue
         data = source.s3_data_source
-        if data.s3_data_type != "S3Prefix" or data.compression_type != "None":
+        if (data.s3_data_type, data.compression_type) not in EAGLE_MODEL_DATA_FORMATS:
             raise ValidationException.for_member(
                 f"{path}.additionalModelDataSources.{index}.member.s3DataSource",
                 f"S3DataType={data.s3_data_type}, CompressionType={data.compression_type}",
-                "The eagle_model channel must be an uncompressed directory: "
-                "S3DataType S3Prefix and CompressionType None",
+                "The eagle_model channel must be an uncompressed directory (S3DataType S3Prefix, "
+                "CompressionType None) or a model.tar.gz (S3DataType S3Object, CompressionType Gzip)",
             )
 
 

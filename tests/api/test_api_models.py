@@ -43,6 +43,18 @@ def test_create_and_describe_echo_every_member(sagemaker: Any, account: AccountC
     assert channel["ChannelName"] == "eagle_model"
 
 
+def test_an_eagle_model_channel_may_be_a_tar_gz(sagemaker: Any) -> None:
+    source = {"S3Uri": "s3://m/head.tar.gz", "S3DataType": "S3Object", "CompressionType": "Gzip"}
+    container = {
+        "Image": "x",
+        "ModelDataUrl": "s3://m/model.tar.gz",
+        "AdditionalModelDataSources": [{"ChannelName": "eagle_model", "S3DataSource": source}],
+    }
+    sagemaker.create_model(ModelName="packed-head", PrimaryContainer=container)
+    described = sagemaker.describe_model(ModelName="packed-head")["PrimaryContainer"]
+    assert described["AdditionalModelDataSources"][0]["S3DataSource"] == source
+
+
 def test_containers_instead_of_primary_container(sagemaker: Any) -> None:
     containers = [{"Image": "repo/a:1", "ModelDataUrl": "s3://m/a/"}, {"Image": "repo/b:1"}]
     sagemaker.create_model(ModelName="pipeline", Containers=containers)
@@ -68,18 +80,18 @@ def test_containers_instead_of_primary_container(sagemaker: Any) -> None:
                         {
                             "ChannelName": "eagle_model",
                             "S3DataSource": {
-                                "S3Uri": "s3://m/head.tar.gz",
-                                "S3DataType": "S3Object",
+                                "S3Uri": "s3://m/head/",
+                                "S3DataType": "S3Prefix",
                                 "CompressionType": "Gzip",
                             },
                         }
                     ],
                 }
             },
-            "1 validation error detected: Value 'S3DataType=S3Object, CompressionType=Gzip' at "
+            "1 validation error detected: Value 'S3DataType=S3Prefix, CompressionType=Gzip' at "
             "'primaryContainer.additionalModelDataSources.1.member.s3DataSource' failed to satisfy "
-            "constraint: The eagle_model channel must be an uncompressed directory: S3DataType S3Prefix "
-            "and CompressionType None",
+            "constraint: The eagle_model channel must be an uncompressed directory (S3DataType S3Prefix, "
+            "CompressionType None) or a model.tar.gz (S3DataType S3Object, CompressionType Gzip)",
         ),
         (
             {

@@ -8,6 +8,7 @@ read back and checked file by file against lineage.json.
 from __future__ import annotations
 
 import json
+import tarfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -254,6 +255,11 @@ def test_from_scratch_on_own_data_publishes_head_benchmark_metrics_and_lineage(
         {"uri": item["uri"], "etag": item["etag"]} for item in lineage["source_model"]["objects"]
     ]
     assert lineage["source_model"]["architecture"] == "LlamaForCausalLM"
+    # The tiny target has tokenizer.json but no vocab.json: a warning, not a failure.
+    assert (
+        f"{model_uri}vocab.json is missing (the vocabulary is in tokenizer.json)"
+        in (lineage["source_model"]["warnings"])
+    )
     data = lineage["training_data"]
     assert data["source"] == "S3Prefix"
     assert [item["uri"] for item in data["objects"]] == [inputs.uri("data/train/part-0.jsonl")]
@@ -356,6 +362,69 @@ def test_an_existing_head_fine_tuned_on_own_data_from_a_manifest(jobs: WorkerJob
     ]
     assert data["records"]["records_read"] == 20
     assert lineage["base_head"]["uri"] == head_uri
+
+
+def test_a_model_and_head_given_as_tar_gz_are_unpacked_and_trained_on(
+    jobs: WorkerJobs, inputs: Inputs
+) -> None:
+    def packed(directory: Path, key: str) -> str:
+        archive = inputs.tmp / key.replace("/", "-")
+        with tarfile.open(archive, "w:gz") as tar:
+            for path in sorted(directory.iterdir()):
+                tar.add(path, arcname=path.name)
+        inputs.s3.upload_file(str(archive), inputs.bucket, key)
+        return inputs.uri(key)
+
+    def gzip_object(uri: str) -> dict[str, str]:
+        return {"S3Uri": uri, "S3DataType": "S3Object", "CompressionType": "Gzip"}
+
+    model_uri = packed(inputs.target_dir, "packed/model.tar.gz")
+    head_uri = packed(inputs.head_dir, "packed/head.tar.gz")
+    inputs.text("data/train.jsonl", sharegpt_jsonl(12))
+    model_name = f"packed-{uuid.uuid4().hex[:8]}"
+    jobs.sagemaker.create_model(
+        ModelName=model_name,
+        ExecutionRoleArn="arn:aws:iam::111122223333:role/SageMakerRole",
+        PrimaryContainer={
+            "Image": "example.com/lmi:1",
+            "ModelDataSource": {"S3DataSource": gzip_object(model_uri)},
+            "AdditionalModelDataSources": [
+                {"ChannelName": "eagle_model", "S3DataSource": gzip_object(head_uri)}
+            ],
+        },
+    )
+    output_uri = inputs.uri("out/packed/")
+    name = _job(
+        jobs,
+        model_source={"SageMakerModel": {"ModelName": model_name}},
+        data_source={"S3Uri": inputs.uri("data/"), "S3DataType": "S3Prefix"},
+        output_uri=output_uri,
+    )
+    job = _completed(jobs, name)
+
+    lineage = inputs.published(output_uri, job).lineage
+    etag = inputs.s3.head_object(Bucket=inputs.bucket, Key="packed/model.tar.gz")["ETag"].strip('"')
+    assert lineage["source_model"]["uri"] == model_uri
+    assert [(item["uri"], item["etag"]) for item in lineage["source_model"]["objects"]] == [(model_uri, etag)]
+    assert lineage["base_head"]["uri"] == head_uri
+    assert lineage["hyperparameters"]["model_dir"] == model_uri
+    assert lineage["hyperparameters"]["init_head_dir"] == head_uri
+    assert lineage["training"]["steps"] >= 1
+    assert _stages(jobs, name) == ["validate", "data", "prepare", "train", "benchmark", "publish"]
+
+
+def test_an_archive_member_outside_the_model_directory_fails_naming_it(
+    jobs: WorkerJobs, inputs: Inputs
+) -> None:
+    archive = inputs.tmp / "escape.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(inputs.target_dir / "config.json", arcname="../config.json")
+    inputs.s3.upload_file(str(archive), inputs.bucket, "packed/escape.tar.gz")
+    model_uri = inputs.uri("packed/escape.tar.gz")
+    name = _job(jobs, model_source={"S3": {"S3Uri": model_uri}}, output_uri=inputs.uri("out/"))
+    assert _failure(jobs, name).startswith(
+        f"Model archive {model_uri}: member '../config.json' has an absolute or '..' path"
+    )
 
 
 # ---------------------------------------------------------------------------- failures

@@ -17,6 +17,11 @@ PROGRESS_INTERVAL_SECONDS = 2.0
 
 def prepare_inputs(ctx: JobContext) -> None:
     model = required(ctx.artifacts.model, "the validated base model")
+    if model.local_dir is not None:  # a model.tar.gz, which 'validate' unpacked into the cache
+        ctx.report(
+            f"Base model ready in {model.local_dir} (unpacked from {model.location.uri})", fraction=1.0
+        )
+        return
     megabytes = model.snapshot.total_bytes / 1e6
     ctx.report(f"Fetching the base model {model.location.uri} ({megabytes:.0f} MB)", fraction=0.0)
     last_report = time.monotonic()

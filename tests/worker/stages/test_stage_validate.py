@@ -1,31 +1,37 @@
 from __future__ import annotations
 
 import socket
+import tarfile
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.job_errors import JobFailedError
-from core.model_source import model_location
+from core.model_source import ModelData, eagle_head_location, model_location
 from core.s3 import S3_MAX_ATTEMPTS, S3Location
 from core.sagemaker.shapes.optimization_jobs import OptimizationJobModelSource
 from core.sagemaker.shapes.sagemaker_models import ContainerDefinition
 from db.models.optimization_job_status import OptimizationJobStatus as Status
-from db.queries.optimization_job import get_optimization_job_by_id
+from db.queries.optimization_job import get_optimization_job_by_id, list_job_events
 from db.session import session_scope
 from db.settings import Settings
 from tests.factories.accounts import create_account
 from tests.factories.optimization_jobs import create_optimization_job
-from tests.worker.s3_models import upload_model
+from tests.worker.s3_models import model_files, tar_gz, upload_model, upload_model_archive
+from worker.artifact_cache import ArtifactCache, cache_root
+from worker.artifacts import BaseModelInput
+from worker.context import JobContext
 from worker.job_store import JobStore
 from worker.pipeline import Stage
 from worker.runner import run_optimization_job
+from worker.stages.prepare import prepare_inputs
 from worker.stages.validate import validate_artifacts
 
 
-def _location(model_source: dict[str, Any], container: dict[str, Any] | None) -> S3Location:
+def _location(model_source: dict[str, Any], container: dict[str, Any] | None) -> ModelData:
     """model_location of the members as a job row stores them (PascalCase JSON)."""
     return model_location(
         OptimizationJobModelSource.model_validate(model_source),
@@ -33,29 +39,72 @@ def _location(model_source: dict[str, Any], container: dict[str, Any] | None) ->
     )
 
 
-def _s3_data_source(uri: str, compression: str) -> dict[str, Any]:
-    return {"S3DataSource": {"S3Uri": uri, "S3DataType": "S3Prefix", "CompressionType": compression}}
+def _s3_data_source(uri: str, compression: str, data_type: str = "S3Prefix") -> dict[str, Any]:
+    return {"S3DataSource": {"S3Uri": uri, "S3DataType": data_type, "CompressionType": compression}}
 
 
 def test_model_location_from_an_s3_uri() -> None:
-    assert _location({"S3": {"S3Uri": "s3://models/llama/"}}, None) == S3Location("models", "llama/")
+    assert _location({"S3": {"S3Uri": "s3://models/llama/"}}, None) == ModelData(
+        S3Location("models", "llama/")
+    )
 
 
 def test_model_location_from_a_sagemaker_models_uncompressed_data_source() -> None:
     container = {"ModelDataSource": _s3_data_source("s3://b/m/", "None")}
-    assert _location({"SageMakerModel": {"ModelName": "m"}}, container) == S3Location("b", "m/")
+    assert _location({"SageMakerModel": {"ModelName": "m"}}, container) == ModelData(S3Location("b", "m/"))
 
 
 def test_model_location_from_a_model_data_url_directory() -> None:
     container = {"ModelDataUrl": "s3://b/dir/"}
-    assert _location({"SageMakerModel": {"ModelName": "m"}}, container) == S3Location("b", "dir/")
+    assert _location({"SageMakerModel": {"ModelName": "m"}}, container) == ModelData(S3Location("b", "dir/"))
+
+
+@pytest.mark.parametrize(
+    ("model_source", "container"),
+    [
+        ({"S3": {"S3Uri": "s3://b/m/model.tar.gz"}}, None),
+        ({"SageMakerModel": {"ModelName": "m"}}, {"ModelDataUrl": "s3://b/m/model.tar.gz"}),
+        (
+            {"SageMakerModel": {"ModelName": "m"}},
+            {"ModelDataSource": _s3_data_source("s3://b/m/model.tar.gz", "Gzip", "S3Object")},
+        ),
+    ],
+)
+def test_model_location_of_a_model_tar_gz_is_compressed(
+    model_source: dict[str, Any], container: dict[str, Any] | None
+) -> None:
+    assert _location(model_source, container) == ModelData(S3Location("b", "m/model.tar.gz"), compressed=True)
+
+
+def test_an_eagle_model_channel_may_be_a_tar_gz_but_not_a_gzip_prefix() -> None:
+    def head(data_type: str, compression: str) -> ModelData | None:
+        source = {
+            "ChannelName": "eagle_model",
+            **_s3_data_source("s3://b/head.tar.gz", compression, data_type),
+        }
+        return eagle_head_location(
+            ContainerDefinition.model_validate({"AdditionalModelDataSources": [source]})
+        )
+
+    assert head("S3Object", "Gzip") == ModelData(S3Location("b", "head.tar.gz"), compressed=True)
+    assert head("S3Prefix", "None") == ModelData(S3Location("b", "head.tar.gz"))
+    for data_type, compression in (("S3Prefix", "Gzip"), ("S3Object", "None")):
+        with pytest.raises(JobFailedError, match=f"S3DataType={data_type} CompressionType={compression}"):
+            head(data_type, compression)
 
 
 @pytest.mark.parametrize(
     ("container", "message"),
     [
-        ({"ModelDataUrl": "s3://b/model.tar.gz"}, "is an archive"),
-        ({"ModelDataSource": _s3_data_source("s3://b/m.tar.gz", "Gzip")}, "CompressionType must be None"),
+        ({"ModelDataUrl": "s3://b/model.tar"}, "is an uncompressed tar archive"),
+        (
+            {"ModelDataSource": _s3_data_source("s3://b/m/", "Gzip")},
+            "S3DataType=S3Prefix CompressionType=Gzip; an optimization job reads an uncompressed directory",
+        ),
+        (
+            {"ModelDataSource": _s3_data_source("s3://b/m.bin", "None", "S3Object")},
+            "S3DataType=S3Object CompressionType=None",
+        ),
         ({"Image": "x"}, "neither ModelDataUrl nor ModelDataSource"),
         (None, "neither an S3 URI nor a SageMaker model"),
     ],
@@ -72,9 +121,18 @@ def test_model_location_rejects_a_non_s3_uri_naming_the_field() -> None:
         _location({"S3": {"S3Uri": "https://x/y"}}, None)
 
 
-def _validate(
-    factory: sessionmaker[Session], settings: Settings, model_uri: str
-) -> tuple[Status | None, str | None]:
+@dataclass
+class Validated:
+    status: Status | None
+    failure_reason: str | None
+    events: list[str]
+    model: BaseModelInput | None
+
+
+def _run_validate(
+    factory: sessionmaker[Session], settings: Settings, model_uri: str, *, prepare: bool = False
+) -> Validated:
+    """Run 'validate' (and 'prepare') on a job reading ``model_uri``; keep what they produced."""
     with session_scope(factory) as session:
         owner = create_account(session)
         job_id = create_optimization_job(
@@ -83,13 +141,28 @@ def _validate(
             aws_account_id=owner.aws_account_id,
             model_source={"S3": {"S3Uri": model_uri}},
         ).id
-    status = run_optimization_job(
-        job_id, stages=[Stage("validate", validate_artifacts)], store=JobStore(factory), settings=settings
-    )
+    seen: list[BaseModelInput | None] = [None]
+
+    def keep(ctx: JobContext) -> None:
+        seen[0] = ctx.artifacts.model
+
+    stages = [Stage("validate", validate_artifacts)]
+    if prepare:
+        stages.append(Stage("prepare", prepare_inputs))
+    stages.append(Stage("keep", keep))
+    status = run_optimization_job(job_id, stages=stages, store=JobStore(factory), settings=settings)
     with session_scope(factory) as session:
         job = get_optimization_job_by_id(session, job_id=job_id)
         assert job is not None
-        return status, job.failure_reason
+        events = [event.message for event in list_job_events(session, job_id=job_id)]
+        return Validated(status, job.failure_reason, events, seen[0])
+
+
+def _validate(
+    factory: sessionmaker[Session], settings: Settings, model_uri: str
+) -> tuple[Status | None, str | None]:
+    validated = _run_validate(factory, settings, model_uri)
+    return validated.status, validated.failure_reason
 
 
 def test_a_complete_model_directory_passes(
@@ -171,3 +244,180 @@ def test_an_s3_that_drops_connections_is_retried_then_fails_naming_the_error(
     assert endpoint in reason
     # botocore's standard retry mode made every attempt (backing off in between) before giving up.
     assert accepted >= S3_MAX_ATTEMPTS
+
+
+# ---------------------------------------------------------------- required and optional files
+
+
+def test_a_missing_tokenizer_config_fails_naming_it(
+    worker_session_factory: sessionmaker[Session], worker_settings: Settings, s3_client: Any, s3_bucket: str
+) -> None:
+    uri = upload_model(s3_client, s3_bucket, "notok")
+    s3_client.delete_object(Bucket=s3_bucket, Key="notok/tokenizer_config.json")
+    assert _validate(worker_session_factory, worker_settings, uri) == (
+        Status.FAILED,
+        f"Tokenizer file not found: {uri}tokenizer_config.json",
+    )
+
+
+def test_files_a_model_may_lack_are_warnings_in_the_events_and_the_model_input(
+    worker_session_factory: sessionmaker[Session], worker_settings: Settings, s3_client: Any, s3_bucket: str
+) -> None:
+    uri = upload_model(s3_client, s3_bucket, "lean")
+    s3_client.put_object(Bucket=s3_bucket, Key="lean/generation_config.json", Body=b"{}")
+    validated = _run_validate(worker_session_factory, worker_settings, uri)
+    assert (validated.status, validated.failure_reason) == (Status.COMPLETED, None)
+    expected = [
+        f"{uri}special_tokens_map.json is missing (recent tokenizers keep the special tokens in "
+        "tokenizer_config.json)",
+        f"{uri}vocab.json is missing (the vocabulary is in tokenizer.json)",
+    ]
+    assert validated.model is not None
+    assert validated.model.warnings == expected
+    assert [f"Warning: {line}" for line in expected] == [
+        e for e in validated.events if e.startswith("Warning")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (model_files()["model.safetensors"][:-3], "the file is truncated"),
+        (b"\x00\x01garbage that is not a safetensors file at all", "not a safetensors file"),
+    ],
+    ids=["truncated", "garbage"],
+)
+def test_a_corrupt_safetensors_file_fails_naming_it(
+    *,
+    worker_session_factory: sessionmaker[Session],
+    worker_settings: Settings,
+    s3_client: Any,
+    s3_bucket: str,
+    body: bytes,
+    problem: str,
+) -> None:
+    uri = upload_model(s3_client, s3_bucket, "corrupt")
+    s3_client.put_object(Bucket=s3_bucket, Key="corrupt/model.safetensors", Body=body)
+    status, reason = _validate(worker_session_factory, worker_settings, uri)
+    assert status is Status.FAILED
+    assert reason is not None
+    assert reason.startswith(f"{uri}model.safetensors is not a complete safetensors file: ")
+    assert problem in reason
+
+
+# ---------------------------------------------------------------- model.tar.gz
+
+
+def test_a_model_tar_gz_is_unpacked_and_prepare_uses_it(
+    worker_session_factory: sessionmaker[Session], worker_settings: Settings, s3_client: Any, s3_bucket: str
+) -> None:
+    uri = upload_model_archive(s3_client, s3_bucket, "packed/model.tar.gz")
+    validated = _run_validate(worker_session_factory, worker_settings, uri, prepare=True)
+    assert (validated.status, validated.failure_reason) == (Status.COMPLETED, None)
+    model = validated.model
+    assert model is not None
+    assert model.local_dir is not None
+    assert model.compressed
+    assert model.location == S3Location(s3_bucket, "packed/model.tar.gz")
+    for name, body in model_files().items():
+        assert (model.local_dir / name).read_bytes() == body
+    etag = s3_client.head_object(Bucket=s3_bucket, Key="packed/model.tar.gz")["ETag"].strip('"')
+    assert model.snapshot.to_lineage()["objects"] == [
+        {"uri": uri, "etag": etag, "size": model.snapshot.total_bytes}
+    ]
+    # 'prepare' kept the unpacked directory (a download of the snapshot would hold the archive itself).
+    assert not (model.local_dir / "model.tar.gz").exists()
+    assert model.local_dir == ArtifactCache(cache_root(worker_settings)).path_for("models", model.snapshot)
+    assert f"{'special_tokens_map.json'} in {uri} is missing" in model.warnings[0]
+
+    # The same archive (same ETag) is not unpacked again: the cache entry is reused.
+    again = _run_validate(worker_session_factory, worker_settings, uri, prepare=True)
+    assert again.model is not None
+    assert again.model.local_dir == model.local_dir
+
+
+def test_a_model_tar_gz_without_a_required_file_fails_naming_it(
+    worker_session_factory: sessionmaker[Session], worker_settings: Settings, s3_client: Any, s3_bucket: str
+) -> None:
+    files = model_files()
+    del files["tokenizer_config.json"]
+    uri = upload_model_archive(s3_client, s3_bucket, "packed/notok.tar.gz", tar_gz(files))
+    assert _validate(worker_session_factory, worker_settings, uri) == (
+        Status.FAILED,
+        f"Tokenizer file not found: tokenizer_config.json in {uri}",
+    )
+
+
+def test_a_model_tar_gz_with_a_corrupt_safetensors_fails_naming_it(
+    worker_session_factory: sessionmaker[Session], worker_settings: Settings, s3_client: Any, s3_bucket: str
+) -> None:
+    files = model_files()
+    files["model.safetensors"] = files["model.safetensors"][:-1]
+    uri = upload_model_archive(s3_client, s3_bucket, "packed/cut.tar.gz", tar_gz(files))
+    status, reason = _validate(worker_session_factory, worker_settings, uri)
+    assert status is Status.FAILED
+    assert reason is not None
+    assert reason.startswith(f"model.safetensors in {uri} is not a complete safetensors file: ")
+
+
+def _link(name: str, target: str, kind: bytes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = target
+    return info
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            tar_gz({**model_files(), "../escape.txt": b"x"}),
+            "Model archive {uri}: member '../escape.txt' has an absolute or '..' path",
+        ),
+        (
+            tar_gz(model_files(), extra=[_link("tokenizer.model", "/etc/passwd", tarfile.SYMTYPE)]),
+            "Model archive {uri}: member 'tokenizer.model' is a symbolic link (to '/etc/passwd')",
+        ),
+        (
+            tar_gz(model_files(), extra=[_link("copy.json", "config.json", tarfile.LNKTYPE)]),
+            "Model archive {uri}: member 'copy.json' is a hard link (to 'config.json')",
+        ),
+        (b"PK\x03\x04 a zip file", "Model archive {uri} is not gzip-compressed"),
+    ],
+    ids=["escape", "symlink", "hardlink", "not-gzip"],
+)
+def test_an_unsafe_or_wrong_model_archive_fails_naming_it(
+    *,
+    worker_session_factory: sessionmaker[Session],
+    worker_settings: Settings,
+    s3_client: Any,
+    s3_bucket: str,
+    body: bytes,
+    message: str,
+) -> None:
+    uri = upload_model_archive(s3_client, s3_bucket, "packed/bad.tar.gz", body)
+    status, reason = _validate(worker_session_factory, worker_settings, uri)
+    assert status is Status.FAILED
+    assert reason is not None
+    assert reason.startswith(message.format(uri=uri)), reason
+
+
+def test_a_model_archive_over_the_size_cap_fails_naming_it(
+    worker_session_factory: sessionmaker[Session], worker_settings: Settings, s3_client: Any, s3_bucket: str
+) -> None:
+    uri = upload_model_archive(s3_client, s3_bucket, "packed/big.tar.gz")
+    settings = worker_settings.model_copy(update={"max_model_archive_bytes": 100})
+    status, reason = _validate(worker_session_factory, settings, uri)
+    assert status is Status.FAILED
+    assert reason is not None
+    assert reason.startswith(f"Model archive {uri} unpacks to more than 100 bytes (reached at member ")
+
+
+def test_a_missing_model_archive_fails_naming_it(
+    worker_session_factory: sessionmaker[Session], worker_settings: Settings, s3_bucket: str
+) -> None:
+    uri = f"s3://{s3_bucket}/nothing/model.tar.gz"
+    assert _validate(worker_session_factory, worker_settings, uri) == (
+        Status.FAILED,
+        f"Model archive not found: {uri}",
+    )
