@@ -17,6 +17,7 @@ in distribution under sampling.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from speculative.tree_draft import TreeShape, propose_tree
 from speculative.verification import Verdict, verify_greedy, verify_sampled
 from trainer.eagle.capture import check_aux_layer_ids, decoder_layers
 from trainer.eagle.model import Eagle3DraftModel
+
+logger = logging.getLogger(__name__)
 
 
 class SpeculativeDecoder:
@@ -75,6 +78,7 @@ class SpeculativeDecoder:
             if self.head is not None:
                 pack_linear_layers(self.head)
         self._target = TargetRunner(target, aux_layer_ids)
+        self._tree_fallback_logged = False
 
     def generate(
         self,
@@ -91,7 +95,8 @@ class SpeculativeDecoder:
 
         ``num_speculative_tokens`` overrides the decoder's K for this call. With ``tree``
         the head drafts a tree of that shape instead of a chain of K (greedy only: the
-        tree's verification accepts the path greedy decoding takes).
+        tree's verification accepts the path greedy decoding takes); a target with
+        sliding-window layers drafts a chain of the tree's depth instead (logged once).
         """
         if self._drafter is None:
             return self.generate_plain(
@@ -104,7 +109,13 @@ class SpeculativeDecoder:
         if tree is not None:
             if not params.greedy:
                 raise ValueError("tree drafting verifies greedily; use chain drafting for temperature > 0")
-            self._target.check_full_attention()
+            reason = self._target.tree_unsupported_reason()
+            if reason is not None:
+                # Same verified depth, one branch: output is still the target's greedy output.
+                if not self._tree_fallback_logged:
+                    logger.warning("tree %s falls back to a chain of %d drafts: %s", tree, tree.depth, reason)
+                    self._tree_fallback_logged = True
+                k, tree = tree.depth, None
         sequence = self._sequence(prompt_ids, max_new_tokens)
         generator = None if params.greedy else self._generator(seed)
         with torch.inference_mode():

@@ -97,16 +97,16 @@ class TargetRunner:
             raise ValueError(f"cannot roll back a negative number of tokens ({num_tokens})")
         self._require_cache().crop(-num_tokens)
 
-    def check_full_attention(self) -> None:
-        """Draft trees keep an arbitrary subset of the verified positions, which only a
-        full-attention cache can do (sliding-window layers have already dropped positions)."""
+    def tree_unsupported_reason(self) -> str | None:
+        """Why draft trees cannot run on this target, or None when they can. Trees keep an
+        arbitrary subset of the verified positions, which only a full-attention cache can
+        do (sliding-window layers have already dropped positions, and the tree's mask
+        would have to apply each layer's window)."""
         cache = DynamicCache(config=self.model.config)
         if any(type(layer) is not DynamicLayer for layer in cache.layers):
             architecture = (getattr(self.model.config, "architectures", None) or ["this target"])[0]
-            raise ValueError(
-                f"draft trees need full-attention layers; {architecture} has sliding-window ones "
-                "(use chain drafting)"
-            )
+            return f"draft trees need full-attention layers; {architecture} has sliding-window ones"
+        return None
 
     def keep(self, length: int, extra_positions: Sequence[int]) -> None:
         """Keep the first ``length`` positions and then ``extra_positions`` (ascending), in

@@ -144,12 +144,32 @@ def test_tree_accepts_what_a_chain_misses_and_stays_exact() -> None:
     assert max(tree.accepted_per_step) == 4
 
 
-def test_tree_drafting_refuses_sampling_and_sliding_windows() -> None:
+def test_tree_drafting_refuses_sampling() -> None:
     target = tiny_target("LlamaForCausalLM")
     decoder = SpeculativeDecoder(target, random_head(target))
     with pytest.raises(ValueError, match="verifies greedily"):
         decoder.generate(PROMPT, max_new_tokens=8, temperature=0.7, tree=TreeShape())
+
+
+def test_sliding_window_targets_fall_back_to_a_chain_with_the_reason_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A draft tree cannot keep its accepted path in GPT-OSS's sliding-window cache: the
+    decoder drafts a chain of the tree's depth instead, says why (once), and its output is
+    still the target's greedy output."""
     gpt_oss = tiny_target("GptOssForCausalLM")
-    decoder = SpeculativeDecoder(gpt_oss, random_head(gpt_oss))
-    with pytest.raises(ValueError, match="GptOssForCausalLM has sliding-window"):
-        decoder.generate(PROMPT, max_new_tokens=8, tree=TreeShape())
+    gpt_oss.generation_config.eos_token_id = None
+    expected = hf_greedy(gpt_oss, PROMPT, 24)
+    decoder = SpeculativeDecoder(gpt_oss, oracle_head(gpt_oss, PROMPT + expected))
+    shape = TreeShape(depth=3)
+    with caplog.at_level("WARNING", logger="speculative.decoder"):
+        first = decoder.generate(PROMPT, max_new_tokens=24, tree=shape)
+        second = decoder.generate(PROMPT, max_new_tokens=24, tree=shape)
+
+    assert first.token_ids == expected
+    assert second.token_ids == expected
+    assert max(first.accepted_per_step) == 3
+    assert max(first.proposed_per_step) == 3
+    fallbacks = [r.getMessage() for r in caplog.records if "falls back to a chain" in r.getMessage()]
+    assert len(fallbacks) == 1
+    assert "GptOssForCausalLM has sliding-window" in fallbacks[0]

@@ -14,10 +14,18 @@ makes (``sdpa_attention_forward`` with the same shapes and the same mask), so ea
 sequence's logits are bit-for-bit those of decoding it alone. A padded batch changes the
 key length and the mask of every row, and SDPA then differs in the last bits, which is
 enough to flip a near-tie argmax a few hundred tokens in.
+
+Sliding-window layers (GPT-OSS alternates them with full ones) attend to the keys of their
+window only, exactly the keys transformers' sliding-window cache would still hold, under
+the same mask; a model with attention sinks (GPT-OSS's learned per-head ``s_aux``, which
+transformers serves with eager attention) runs its own modeling file's eager attention with
+the additive mask transformers builds for it. Each layer's cache still keeps every position
+(a rejected draft is cropped the same way for every layer).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -120,14 +128,79 @@ def packed_layout(layout: PackedLayout) -> Iterator[None]:
         _LAYOUT.reset(token)
 
 
-def causal_mask_after(past: int, new: int, device: torch.device) -> torch.Tensor | None:
+def causal_mask_after(
+    past: int, new: int, device: torch.device, *, window: int | None = None, first: int = 0
+) -> torch.Tensor | None:
     """The mask batch-1 decoding gives SDPA for ``new`` queries after ``past`` cached
-    positions: none for a single query or an empty cache (SDPA then runs unmasked or
-    ``is_causal``), else boolean [1, 1, new, past + new]."""
-    if new == 1 or past == 0:
+    positions, over the keys from position ``first`` on: none when a causal mask would
+    mask nothing beyond ``is_causal`` (a single query, or an empty cache and a window no
+    shorter than the prompt; SDPA then runs unmasked or ``is_causal``), else
+    ``visible_keys``."""
+    if new == 1 or (past == 0 and (window is None or new < window)):
         return None
+    return visible_keys(past, new, device, window=window, first=first)
+
+
+def visible_keys(
+    past: int, new: int, device: torch.device, *, window: int | None = None, first: int = 0
+) -> torch.Tensor:
+    """Boolean [1, 1, new, past + new - first]: which keys (from position ``first`` on) each
+    of ``new`` queries after ``past`` cached positions sees. Causal; with ``window`` (a
+    sliding-window layer) query ``q`` sees keys ``k`` with ``q - window < k <= q``, as
+    transformers' sliding-window masks do."""
     rows = torch.arange(new, device=device)[:, None] + past
-    return (torch.arange(past + new, device=device)[None, :] <= rows).view(1, 1, new, past + new)
+    columns = torch.arange(first, past + new, device=device)[None, :]
+    allowed = columns <= rows
+    if window is not None:
+        allowed &= columns > rows - window
+    return allowed.view(1, 1, new, past + new - first)
+
+
+def window_start(past: int, window: int | None) -> int:
+    """The first cached position the earliest of the queries after ``past`` can see: 0 with
+    full attention, else the window's start (the positions a sliding-window cache keeps)."""
+    return 0 if window is None else max(0, past - window + 1)
+
+
+def _attend(  # noqa: PLR0917 - the attention interface's arguments plus the layout's
+    module: nn.Module,
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    past: int,
+    window: int | None,
+    kwargs: dict[str, Any],
+) -> torch.Tensor:
+    """One sequence's attention: its queries after ``past`` cached positions against its
+    keys/values (all ``past`` + new positions), the way batch-1 decoding in transformers
+    computes it: sliding-window layers see only the window (a sliding cache's keys), and a
+    model with attention sinks (``s_aux``, GPT-OSS) runs its own eager attention with an
+    additive float mask, since transformers serves it with eager attention."""
+    new = query.shape[2]
+    first = window_start(past, window)
+    keys, values = keys[:, :, first:], values[:, :, first:]
+    if kwargs.get("s_aux") is None:
+        mask = causal_mask_after(past, new, query.device, window=window, first=first)
+        output, _ = sdpa_attention_forward(module, query, keys, values, mask, **kwargs)
+        return output
+    # Eager masks are always materialised: 0 where a key is seen, the dtype's min elsewhere.
+    allowed = visible_keys(past, new, query.device, window=window, first=first)
+    float_mask = torch.where(
+        allowed, torch.zeros((), dtype=query.dtype, device=query.device), torch.finfo(query.dtype).min
+    )
+    eager_output: torch.Tensor = _eager_attention_of(module)(
+        module, query, keys, values, float_mask, **kwargs
+    )[0]
+    return eager_output
+
+
+def _eager_attention_of(module: nn.Module) -> Any:
+    """The eager attention function of ``module``'s own modeling file (the one that knows
+    how that architecture uses its sinks)."""
+    function = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+    if function is None:
+        raise ValueError(f"{type(module).__name__} has attention sinks but no eager attention to run them")
+    return function
 
 
 def packed_attention(
@@ -138,11 +211,25 @@ def packed_attention(
     attention_mask: torch.Tensor | None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """Attention over the packed layout; plain SDPA when no layout is active (so the same
-    model still runs ``generate`` and batch-1 code)."""
+    """Attention over the packed layout; without a layout, one causal sequence whose cached
+    positions come first in ``key``/``value`` (so the same model still runs ``generate``
+    and batch-1 code).
+
+    Sliding-window layers (``sliding_window`` from the attention module) attend to their
+    window only, and attention sinks (``s_aux``) are applied as transformers' eager path
+    does; both as in batch-1 decoding with transformers' own cache, so greedy output stays
+    that of ``generate``.
+    """
+    window = kwargs.pop("sliding_window", None)
     layout = _LAYOUT.get()
     if layout is None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+        if kwargs.get("s_aux") is None and window is None:
+            return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+        if attention_mask is not None:
+            raise ValueError("outside a packed step, packed attention takes no mask for sinks or windows")
+        past = key.shape[2] - query.shape[2]
+        output = _attend(module, query, key, value, past, window, kwargs)
+        return output.contiguous(), None
     layer = int(getattr(module, "layer_idx"))  # noqa: B009 - set by every supported attention module
     outputs: list[torch.Tensor] = []
     start = 0
@@ -150,9 +237,7 @@ def packed_attention(
         stop = start + new
         past = cache.layer_length(layer)
         keys, values = cache.append(layer, key[:, :, start:stop], value[:, :, start:stop])
-        mask = causal_mask_after(past, new, query.device)
-        output, _ = sdpa_attention_forward(module, query[:, :, start:stop], keys, values, mask, **kwargs)
-        outputs.append(output)
+        outputs.append(_attend(module, query[:, :, start:stop], keys, values, past, window, kwargs))
         start = stop
     return torch.cat(outputs, dim=1), None
 

@@ -69,7 +69,9 @@ class _Row:
 
 
 def packing_supported(model: PreTrainedModel) -> bool:
-    """Whether ``generate_packed`` can run ``model`` (packed attention is full causal attention)."""
+    """Whether distillation runs ``model`` with ``generate_packed``: full-attention targets only.
+    Packed attention serves sliding-window layers and sinks too (the serving engine relies on
+    it), but distillation keeps ``generate`` batches for such targets for now."""
     return uses_full_attention(model)
 
 

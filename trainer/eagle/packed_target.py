@@ -30,10 +30,12 @@ class SegmentOutput:
 
 class PackedTarget:
     """Owns the target for the serving engine: switches it to packed attention and, for a
-    head, keeps the aux-layer feature capture open for the engine's lifetime."""
+    head, keeps the aux-layer feature capture open for the engine's lifetime.
+
+    Sliding-window layers and attention sinks (GPT-OSS) are served as transformers' own
+    batch-1 decoding computes them (see ``packed_attention``)."""
 
     def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int] | None) -> None:
-        _check_full_attention(model)
         self.model = model
         self.num_layers = len(decoder_layers(model))
         model.set_attn_implementation(PACKED_ATTENTION)
@@ -92,13 +94,3 @@ def _other_attention(model: PreTrainedModel) -> str:
     if other:
         return ", ".join(other)
     return "sliding-window" if getattr(text, "use_sliding_window", False) else ""
-
-
-def _check_full_attention(model: PreTrainedModel) -> None:
-    """Packed attention is causal over the whole sequence; refuse models it would get wrong."""
-    other = _other_attention(model)
-    if other:
-        raise ValueError(
-            f"the serving engine supports full-attention models only; {type(model).__name__} has "
-            f"{other} layers"
-        )

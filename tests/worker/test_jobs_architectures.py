@@ -1,0 +1,96 @@
+"""A whole job (validate, data, prepare, train, benchmark, publish) per supported architecture.
+
+Each job trains a head for a tiny random target of one architecture (byte-level ChatML
+tokenizer, ``trainer.models.tiny``) for a few seconds and benchmarks it through the
+serving engine, the stage where a GPT-OSS job (sliding-window layers, attention sinks)
+used to fail. The module's worker benchmarks one concurrency level with two requests: the
+layout of the published benchmark is checked in detail by ``test_jobs_e2e``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from transformers import AutoConfig
+
+from db.settings import Settings
+from stack.processes import ManagedProcess
+from tests.fixtures.worker import launch_celery_worker
+from tests.worker.published_outputs import read_published
+from tests.worker.test_jobs_e2e import FINISHED
+from tests.worker.tiny_inputs import put_text, sharegpt_jsonl, upload_directory
+from tests.worker.worker_jobs import WorkerJobs
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+JOB_TIMEOUT = 300.0
+REQUESTS = 2
+# Seconds of training, and no fixed-K row beside the adaptive one: two benchmark runs a job.
+QUICK_TRAINING = {"EAGLE_TRAIN_MAX_MINUTES": "0.05"}
+
+
+@pytest.fixture(scope="module")
+def architecture_worker(
+    worker_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ManagedProcess]:
+    """The session's worker settings (same queue), benchmarking one concurrency level only."""
+    overrides = {**worker_settings.benchmark_overrides, "concurrency": [1], "requests_per_level": REQUESTS}
+    settings = worker_settings.model_copy(update={"benchmark_overrides": overrides})
+    process = launch_celery_worker(
+        settings, tmp_path_factory.mktemp("architecture-worker") / "worker.log", "architectures"
+    )
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def jobs(worker_jobs: WorkerJobs, architecture_worker: ManagedProcess) -> WorkerJobs:
+    assert architecture_worker.is_running(), architecture_worker.log_tail()
+    return worker_jobs
+
+
+def test_a_whole_job_completes_for_every_architecture(
+    jobs: WorkerJobs, s3_client: Any, s3_bucket: str, tiny_target_per_architecture_dir: Path, tmp_path: Path
+) -> None:
+    target_dir = tiny_target_per_architecture_dir
+    architecture = AutoConfig.from_pretrained(target_dir).architectures[0]
+    model_uri = upload_directory(s3_client, target_dir, s3_bucket, "models/tiny")
+    put_text(s3_client, s3_bucket, "data/train/part-0.jsonl", sharegpt_jsonl(12))
+    output_uri = f"s3://{s3_bucket}/out/{architecture}/"
+
+    name = jobs.create_request(
+        ModelSource={"S3": {"S3Uri": model_uri}},
+        OptimizationEnvironment=QUICK_TRAINING,
+        OptimizationConfigs=[
+            {
+                "ModelSpeculativeDecodingConfig": {
+                    "Technique": "EAGLE",
+                    "TrainingDataSource": {
+                        "S3Uri": f"s3://{s3_bucket}/data/train/",
+                        "S3DataType": "S3Prefix",
+                    },
+                }
+            }
+        ],
+        OutputConfig={"S3OutputLocation": output_uri},
+        StoppingCondition={"MaxRuntimeInSeconds": 900},
+    )
+    job = jobs.wait_for(name, FINISHED, timeout=JOB_TIMEOUT)
+    assert job["OptimizationJobStatus"] == "COMPLETED", job.get("FailureReason")
+
+    stages = [message.split("'")[1] for _, message in jobs.events(name) if message.startswith("Stage '")]
+    assert stages == ["validate", "data", "prepare", "train", "benchmark", "publish"]
+    published = read_published(
+        s3_client, output_uri, job_arn=job["OptimizationJobArn"], target_dir=target_dir, tmp=tmp_path
+    )
+    assert published.lineage["source_model"]["architecture"] == architecture
+    assert published.lineage["training"]["steps"] >= 1
+    rows = {(row["configuration"], row["concurrency"]): row for row in published.results["rows"]}
+    assert set(rows) == {("No EAGLE", 1), ("Trained EAGLE", 1), ("Trained EAGLE (K=3)", 1)}
+    for row in rows.values():
+        assert row["successful_requests"] == REQUESTS
+        assert row["output_throughput"] > 0
+    assert 1.0 <= rows["Trained EAGLE (K=3)", 1]["mean_acceptance_length"] <= 4.0
