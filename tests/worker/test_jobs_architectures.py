@@ -89,8 +89,8 @@ def test_a_whole_job_completes_for_every_architecture(
     assert published.lineage["source_model"]["architecture"] == architecture
     assert published.lineage["training"]["steps"] >= 1
     rows = {(row["configuration"], row["concurrency"]): row for row in published.results["rows"]}
-    assert set(rows) == {("No EAGLE", 1), ("Trained EAGLE", 1), ("Trained EAGLE (K=3)", 1)}
+    assert set(rows) == {("No EAGLE", 1), ("Trained EAGLE", 1)}
     for row in rows.values():
         assert row["successful_requests"] == REQUESTS
         assert row["output_throughput"] > 0
-    assert 1.0 <= rows["Trained EAGLE (K=3)", 1]["mean_acceptance_length"] <= 4.0
+    assert rows["Trained EAGLE", 1]["mean_acceptance_length"] >= 1.0
