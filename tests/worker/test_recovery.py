@@ -108,7 +108,9 @@ def test_stop_during_training_checkpoints_and_ends_stopped_within_ten_seconds(
     # The trainer checkpoints and evaluates every few steps here, so the message names whichever
     # of training, checkpointing or evaluating it is doing, always with the step it is at.
     assert re.match(r"(training: step|(checkpointing|evaluating) at step) \d+/\d+", detail["LastMessage"])
-    assert [event.get("Stage") for event in detail["Events"]][2:6] == ["validate", "data", "prepare", "train"]
+    # Validation warnings (files this tiny model lacks) are events of the validate stage too.
+    stages = [event.get("Stage") for event in detail["Events"] if event.get("Stage")]
+    assert list(dict.fromkeys(stages)) == ["validate", "data", "prepare", "train"]
 
     stopped_at = time.monotonic()
     jobs.stop(name)
