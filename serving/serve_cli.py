@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
-from pathlib import Path
 from types import FrameType
 
-from trainer.cli import Subparsers
+from trainer.cli import Subparsers, add_model_and_head_arguments, add_threads_argument
 
 
 def register(subparsers: Subparsers) -> None:
@@ -21,15 +20,12 @@ def register(subparsers: Subparsers) -> None:
             "'eaglenest serving on http://HOST:PORT' once it accepts requests."
         ),
     )
-    parser.add_argument("--model", type=Path, required=True, help="target model directory (Hugging Face)")
-    parser.add_argument(
-        "--head", type=Path, default=None, help="EAGLE-3 head directory, or a `trainer train --out` directory"
-    )
+    add_model_and_head_arguments(parser, head_required=False)
     k_mode = parser.add_mutually_exclusive_group()
     k_mode.add_argument("--num-speculative-tokens", type=int, default=None, help="fixed K drafts per step")
     k_mode.add_argument("--adaptive", action="store_true", help="adapt K to acceptance and batch size")
     parser.add_argument("--max-batch-size", type=int, default=8, help="sequences per step (default 8)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    add_threads_argument(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000; 0 = any free)")
     parser.add_argument(

@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from trainer.cli import Subparsers
+from trainer.cli import Subparsers, add_model_and_head_arguments, add_threads_argument
 
 logger = logging.getLogger(__name__)
 
@@ -24,13 +24,7 @@ def register(subparsers: Subparsers) -> None:
             "to the last assistant turn, in the model's chat template with the generation prompt."
         ),
     )
-    parser.add_argument("--model", type=Path, required=True, help="target model directory (Hugging Face)")
-    parser.add_argument(
-        "--head",
-        type=Path,
-        required=True,
-        help="EAGLE-3 head directory (native format), or the --out directory of `trainer train`",
-    )
+    add_model_and_head_arguments(parser, head_required=True)
     parser.add_argument("--prompts", type=Path, required=True, help="data file in any supported format")
     parser.add_argument("--k", type=int, default=4, help="draft tokens per verification (default 4)")
     parser.add_argument(
@@ -43,7 +37,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128, help="tokens generated per prompt")
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N prompts")
     parser.add_argument("--dtype", choices=DTYPES, default="float32", help="dtype of target and head")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    add_threads_argument(parser)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here as JSON")
     parser.set_defaults(handler=run_eval)
 

@@ -14,6 +14,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,6 +36,22 @@ COMMAND_MODULES: list[str] = [
 
 # Exit status for a bad request (bad input file, unknown name): distinct from a crash (1).
 USAGE_ERROR = 2
+
+
+def add_model_and_head_arguments(parser: argparse.ArgumentParser, *, head_required: bool) -> None:
+    """``--model`` and ``--head``, as every command that runs a target with a head spells them."""
+    parser.add_argument("--model", type=Path, required=True, help="target model directory (Hugging Face)")
+    parser.add_argument(
+        "--head",
+        type=Path,
+        required=head_required,
+        default=None,
+        help="EAGLE-3 head directory (native format), or the --out directory of `trainer train`",
+    )
+
+
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
 
 
 def build_parser() -> argparse.ArgumentParser:

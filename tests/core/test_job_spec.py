@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,8 +11,7 @@ from core.job_spec import InvalidJobSpecError, JobSpec
 from core.sagemaker.shapes.optimization_jobs import CreateOptimizationJobRequest
 from core.sagemaker.shapes.sagemaker_models import CreateModelInput
 from db.models.optimization_job import OptimizationJob
-from db.models.optimization_job_status import OptimizationJobStatus
-from tests.factories.optimization_jobs import create_optimization_job_request
+from tests.factories.optimization_jobs import create_optimization_job_request, unsaved_job_row
 from tests.factories.sagemaker_models import create_model_request
 
 
@@ -34,18 +32,7 @@ def _stored_columns(**overrides: Any) -> dict[str, Any]:
 
 
 def _row(**columns: Any) -> OptimizationJob:
-    return OptimizationJob(
-        id=7,
-        account_id=3,
-        name="job",
-        region="us-west-2",
-        arn="arn:aws:sagemaker:us-west-2:111122223333:optimization-job/job",
-        role_arn="arn:aws:iam::111122223333:role/SageMakerRole",
-        status=OptimizationJobStatus.INPROGRESS,
-        started_at=None,
-        created_at=datetime(2025, 1, 2, tzinfo=UTC),
-        **_stored_columns(**columns),
-    )
+    return unsaved_job_row(**_stored_columns(**columns))
 
 
 def test_from_row_parses_the_stored_request_into_typed_members() -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from core.sagemaker.shapes.optimization_jobs import CreateOptimizationJobRequest
 from db.arns import optimization_job_arn
 from db.models.optimization_job import OptimizationJob
+from db.models.optimization_job_status import OptimizationJobStatus
 from db.queries.optimization_job import create_optimization_job as insert_optimization_job
 from tests.factories.rows import insert_named_row
 
@@ -72,3 +75,28 @@ def create_optimization_job(
         },
         overrides=overrides,
     )
+
+
+def unsaved_job_row(request: dict[str, Any] | None = None, **columns: Any) -> OptimizationJob:
+    """An IN_PROGRESS job row, never inserted, whose request columns hold ``request`` (default:
+    ``create_optimization_job_request()``) as CreateOptimizationJob stores it: each member's
+    wire form. Keyword ``columns`` replace column values."""
+    parsed = CreateOptimizationJobRequest.model_validate(request or create_optimization_job_request())
+    stored: dict[str, Any] = {
+        "id": 7,
+        "account_id": 3,
+        "name": "job",
+        "region": "us-west-2",
+        "arn": "arn:aws:sagemaker:us-west-2:111122223333:optimization-job/job",
+        "role_arn": "arn:aws:iam::111122223333:role/SageMakerRole",
+        "status": OptimizationJobStatus.INPROGRESS,
+        "started_at": None,
+        "created_at": datetime(2025, 1, 2, tzinfo=UTC),
+        "model_source": parsed.model_source.to_wire(),
+        "optimization_environment": parsed.optimization_environment,
+        "optimization_configs": [config.to_wire() for config in parsed.optimization_configs],
+        "output_config": parsed.output_config.to_wire(),
+        "stopping_condition": parsed.stopping_condition.to_wire(),
+        "source_model_container": None,
+    }
+    return OptimizationJob(**(stored | columns))
