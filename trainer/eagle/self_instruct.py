@@ -8,7 +8,8 @@ becomes a conversation with a single user turn; distillation then has the target
 (greedily, or as configured) like any other conversation.
 
 Prompts that are empty, cut at the length cap, repeated, or looping are dropped: each
-would teach the head a reply to a prompt no user sends.
+would teach the head a reply to a prompt no user sends. Good prompts written beyond the
+count asked for are counted as dropped too ("surplus"), so the counts always add up.
 """
 
 from __future__ import annotations
@@ -120,9 +121,13 @@ def synthesize_prompts(
                 result.tokens += len(tokens) + (stop_token is not None)
                 text = str(tokenizer.decode(tokens, skip_special_tokens=True)).strip()
                 reason = drop_reason(text, cut=stop_token is None, seen=seen)
+                if reason is None and len(result.conversations) >= count:
+                    # The chunk asks for a little more than is missing; good prompts beyond
+                    # ``count`` are counted too, so that generated = kept + dropped.
+                    reason = "surplus"
                 if reason is not None:
                     result.dropped[reason] += 1
-                elif len(result.conversations) < count:
+                else:
                     message = Message(role="user", content=text)
                     result.conversations.append(Conversation(messages=[message], source=SOURCE))
             progress(len(result.conversations))
