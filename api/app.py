@@ -10,9 +10,11 @@ from importlib.metadata import PackageNotFoundError, version
 from fastapi import FastAPI
 
 from api import aws_json_route
+from api.body_limit import BodyLimitMiddleware
 from api.dashboard.pages import include_dashboard
 from api.error_responses import add_exception_handlers
 from api.middleware import RequestContextMiddleware
+from api.openapi import install_openapi
 from api.rest import health, optimization_jobs, sagemaker_models
 from api.state import ApiState
 from core.job_dispatcher import CeleryJobDispatcher, JobDispatcher
@@ -81,7 +83,11 @@ def create_app(settings: Settings | None = None, *, dispatcher: JobDispatcher | 
         generate_unique_id_function=lambda route: route.name,
     )
     app.state.api = state
+    install_openapi(app)
     add_exception_handlers(app)
+    # add_middleware wraps what is already there: the request context stays outermost, so a
+    # refused oversized body still gets a request id and is counted.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_body_bytes)
     app.add_middleware(RequestContextMiddleware, metrics=state.metrics)
     app.include_router(aws_json_route.router)
     app.include_router(optimization_jobs.router)

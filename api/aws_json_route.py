@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -13,13 +12,13 @@ from starlette.concurrency import run_in_threadpool
 import api.operations  # noqa: F401 - importing registers every handler in REGISTRY
 from api.auth.sigv4 import SignedRequest
 from api.deps import get_api_state, signed_request_from
-from api.error_responses import AWS_JSON_CONTENT_TYPE, error_responses
+from api.error_responses import AWS_JSON_CONTENT_TYPE, AwsJsonResponse, error_responses
+from api.json_body import parse_json_body
 from api.operations.registry import REGISTRY, Operation, OperationContext
 from api.state import ApiState
 from core.principal import Principal
 from core.sagemaker.errors import (
     ALL_ERRORS,
-    SerializationException,
     UnknownOperationException,
     aws_error_from_pydantic,
 )
@@ -47,21 +46,12 @@ def resolve_operation(target: str | None) -> Operation:
     return operation
 
 
-def parse_body(body: bytes) -> Any:
-    if not body.strip():
-        return {}
-    try:
-        return json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SerializationException(f"The request body is not valid JSON: {error}") from None
-
-
 def handle_aws_request(state: ApiState, signed: SignedRequest, target: str | None) -> bytes:
     """Authenticate, dispatch and serialise one request; AWS errors propagate to the handlers."""
     principal = state.authenticator.authenticate(signed)
     operation = resolve_operation(target)
     try:
-        request = operation.request_model.model_validate(parse_body(signed.body))
+        request = operation.request_model.model_validate(parse_json_body(signed.body))
     except ValidationError as error:
         raise aws_error_from_pydantic(error.errors()) from None
     if operation.read_only:
@@ -101,12 +91,16 @@ def runs_inline(operation: Operation | None, state: ApiState) -> bool:
 @router.post(
     "/",
     summary="AWS JSON 1.1 entry point (SageMaker control plane)",
+    response_class=AwsJsonResponse,
     description=(
         "Send `X-Amz-Target: SageMaker.<Operation>` and `Content-Type: application/x-amz-json-1.1`, "
         "signed with SigV4. Implemented operations: " + ", ".join(REGISTRY.names) + "."
     ),
     responses={
-        200: {"description": "The operation's output shape (botocore's SageMaker model)."},
+        200: {
+            "description": "The operation's output shape (botocore's SageMaker model).",
+            "content": {AWS_JSON_CONTENT_TYPE: {"schema": {"type": "object"}}},
+        },
         **error_responses(*ALL_ERRORS),
     },
     openapi_extra={
@@ -134,4 +128,4 @@ async def aws_json_endpoint(request: Request) -> Response:
         body = handle_aws_request(state, signed, target)
     else:
         body = await run_in_threadpool(handle_aws_request, state, signed, target)
-    return Response(content=body, media_type=AWS_JSON_CONTENT_TYPE)
+    return AwsJsonResponse(content=body)

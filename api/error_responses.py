@@ -19,6 +19,8 @@ from core.sagemaker.errors import (
     AUTH_ERRORS,
     AwsError,
     InternalFailure,
+    RequestEntityTooLargeException,
+    SerializationException,
     UnknownOperationException,
     aws_error_from_pydantic,
 )
@@ -28,10 +30,23 @@ logger = logging.getLogger(__name__)
 AWS_JSON_CONTENT_TYPE = "application/x-amz-json-1.1"
 
 
+class AwsJsonResponse(Response):
+    """A response of ``POST /``: its media type documents ``POST /``'s errors in OpenAPI too."""
+
+    media_type = AWS_JSON_CONTENT_TYPE
+
+
 def error_responses(*errors: type[AwsError]) -> dict[int | str, dict[str, Any]]:
-    """The ``responses=`` mapping for a route that can fail with ``errors`` (plus auth errors)."""
+    """The ``responses=`` mapping for a route that can fail with ``errors`` (plus what any can)."""
     by_status: dict[int, list[type[AwsError]]] = {}
-    candidates: tuple[type[AwsError], ...] = (*errors, *AUTH_ERRORS, InternalFailure)
+    candidates: tuple[type[AwsError], ...] = (
+        *errors,
+        # Any query, path or body member of the wrong type (MaxResults=ten), like POST /.
+        SerializationException,
+        *AUTH_ERRORS,
+        RequestEntityTooLargeException,
+        InternalFailure,
+    )
     for error in dict.fromkeys(candidates):
         by_status.setdefault(error.status_code, []).append(error)
     responses: dict[int | str, dict[str, Any]] = {}
@@ -59,7 +74,12 @@ def render_error(
 
 
 def _content_type_for(request: Request) -> str:
-    return AWS_JSON_CONTENT_TYPE if request.url.path == "/" else "application/json"
+    return content_type_for_path(request.url.path)
+
+
+def content_type_for_path(path: str) -> str:
+    """``POST /`` speaks AWS JSON 1.1; the REST face and everything else plain JSON."""
+    return AWS_JSON_CONTENT_TYPE if path == "/" else "application/json"
 
 
 def request_validation_to_aws(exc: RequestValidationError) -> AwsError:

@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.auth.authenticator import AccessKeyCache, Authenticator
+from api.auth.signed_headers import HostPolicy
 from api.metrics import ApiMetrics
 from core.job_dispatcher import JobDispatcher
 from db.session import create_db_engine, create_read_session_factory, create_session_factory
@@ -34,6 +35,7 @@ class ApiState:
             read_session_factory,
             max_skew=timedelta(seconds=settings.sigv4_max_skew_seconds),
             cache=AccessKeyCache(settings.access_key_cache_seconds),
+            hosts=HostPolicy(settings.served_hostnames),
         )
         return cls(
             settings=settings,

@@ -16,11 +16,14 @@ from typing import Any
 SUBCOMMAND_REGISTRARS = [
     "cli.migrate:register",
     "cli.keys:register",
+    "cli.roles:register",
     "cli.serve:register",
     # `up`, `worker` and `wait-for-services`: the embedded stack and the Celery worker.
     "stack.commands:register_stack_commands",
     # `datasets`: the built-in dataset catalog on S3 (jobs without TrainingDataSource).
     "worker.dataset_commands:register_dataset_commands",
+    # `distillation-cache`: the conversations jobs distilled, kept for later jobs.
+    "cli.distillation_cache:register",
     # `client install-waiters`: the optimization-job waiter for `aws sagemaker wait`.
     "client.commands:register_client_commands",
 ]

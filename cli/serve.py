@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 import uvicorn
@@ -19,6 +20,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.host:
+        # The app reads its settings from the environment (in every uvicorn worker): with
+        # EAGLENEST_API_HOST set, the address bound is also a host name it answers to.
+        os.environ["EAGLENEST_API_HOST"] = args.host
+        get_settings.cache_clear()
     settings = get_settings()
     uvicorn.run(
         "api.app:app",

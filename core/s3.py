@@ -53,14 +53,28 @@ class S3Location:
         return f"s3://{self.bucket}/{self.key}"
 
 
-def s3_client(settings: Settings, *, region: str | None = None) -> Any:
-    """A boto3 S3 client for the configured endpoint; unset credentials fall back to boto3's chain."""
-    secret = settings.s3_secret_access_key
+def s3_client(
+    settings: Settings, *, region: str | None = None, credentials: tuple[str, str] | None = None
+) -> Any:
+    """A boto3 S3 client for the configured endpoint.
+
+    ``credentials`` (key id, secret) are a job role's; without them the client is the
+    service's own identity (EAGLENEST_S3_*, or boto3's chain when unset), which operator
+    commands use and a job never does.
+    """
+    key_id: str | None
+    secret_value: str | None
+    if credentials is not None:
+        key_id, secret_value = credentials
+    else:
+        secret = settings.s3_secret_access_key
+        key_id = settings.s3_access_key_id
+        secret_value = None if secret is None else secret.get_secret_value()
     return boto3.client(
         "s3",
         endpoint_url=settings.s3_endpoint_url,
-        aws_access_key_id=settings.s3_access_key_id,
-        aws_secret_access_key=None if secret is None else secret.get_secret_value(),
+        aws_access_key_id=key_id,
+        aws_secret_access_key=secret_value,
         region_name=region or settings.default_region,
         # Path-style addressing: SeaweedFS and most self-hosted stores have no bucket DNS names.
         config=Config(

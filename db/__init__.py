@@ -12,6 +12,7 @@ from db.models.job_event import JobEvent
 from db.models.optimization_job import OptimizationJob
 from db.models.optimization_job_status import OptimizationJobStatus
 from db.models.resource_tag import ResourceTag
+from db.models.role import Role
 from db.models.sagemaker_model import SageMakerModel
 from db.models.training_point import TrainingPoint
 
@@ -23,6 +24,7 @@ __all__ = [
     "OptimizationJob",
     "OptimizationJobStatus",
     "ResourceTag",
+    "Role",
     "SageMakerModel",
     "TrainingPoint",
 ]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Used only to encrypt stored secret access keys in development; production refuses it
 # so a leaked default can never decrypt a production database dump.
@@ -47,14 +47,29 @@ class Settings(BaseSettings):
     state_dir: Path = Field(default=Path("state"), description="Local state of the embedded stack.")
     api_host: str = Field(default="127.0.0.1", description="Interface the api binds.")
     api_port: int = Field(default=8600, ge=1, le=65535, description="Port the api binds.")
+    api_hostnames: Annotated[list[str], NoDecode] = Field(
+        default=["localhost", "127.0.0.1", "::1"],
+        description="Host names (or addresses) clients reach the api by, comma-separated: a signed "
+        "Host naming anything else is refused. api_host is added when it is one address; * allows any.",
+    )
     api_workers: int = Field(default=1, ge=1, description="uvicorn worker processes for `eaglenest api`.")
     secret_key: SecretStr = Field(
         default=SecretStr(DEVELOPMENT_SECRET_KEY),
         description="Encrypts the secret access keys stored in the database.",
     )
+    previous_secret_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list,
+        description="Former secret_key values, comma-separated: still decrypt what they encrypted, "
+        "so the key can be rotated (see `eaglenest keys reencrypt`).",
+    )
     seed_dev_key: bool = Field(default=False, description="Create the test/test key at start-up.")
     allow_dev_key: bool = Field(
         default=False, description="Let production run while the well-known test/test key exists."
+    )
+    max_request_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Larger request bodies get 413 before authentication, while they are read.",
     )
     sigv4_max_skew_seconds: int = Field(
         default=900, ge=1, description="How far X-Amz-Date may be from the server clock (AWS: 15 min)."
@@ -76,6 +91,12 @@ class Settings(BaseSettings):
     builtin_datasets_uri: str = Field(
         default="s3://eaglenest-datasets/builtin/",
         description="S3 prefix of catalog.json and the built-in datasets (jobs without TrainingDataSource).",
+    )
+    distillation_cache_uri: str | None = Field(
+        default=None,
+        description="S3 prefix of the shared distillation cache: conversations the target distilled, "
+        "reused by later jobs on the same model, data and generation settings (read and written with "
+        "the EAGLENEST_S3_* credentials); unset: none.",
     )
     max_model_archive_bytes: int = Field(
         default=200 * 1024**3,
@@ -110,6 +131,18 @@ class Settings(BaseSettings):
         description="OptimizationOutput.RecommendedInferenceImage when the source model names no image.",
     )
 
+    @field_validator("api_hostnames", mode="before")
+    @classmethod
+    def _split_hostnames(cls, value: Any) -> Any:
+        return (
+            [name.strip() for name in value.split(",") if name.strip()] if isinstance(value, str) else value
+        )
+
+    @field_validator("previous_secret_keys", mode="before")
+    @classmethod
+    def _split_previous_keys(cls, value: Any) -> Any:
+        return [key.strip() for key in value.split(",") if key.strip()] if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> Self:
         if self.environment != "production":
@@ -122,6 +155,13 @@ class Settings(BaseSettings):
                 "unless EAGLENEST_ALLOW_DEV_KEY=true"
             )
         return self
+
+    @property
+    def served_hostnames(self) -> list[str]:
+        """api_hostnames, plus api_host unless it is a wildcard address (0.0.0.0, ::)."""
+        if self.api_host in ("", "0.0.0.0", "::", *self.api_hostnames):
+            return list(self.api_hostnames)
+        return [*self.api_hostnames, self.api_host]
 
     @property
     def is_sqlite(self) -> bool:

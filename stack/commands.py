@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -13,7 +14,7 @@ from typing import Any
 from db.settings import get_settings
 from stack.embedded import EmbeddedStack, EmbeddedStackOptions
 from stack.readiness import StackStartError
-from stack.stack_file import StackInfo, live_stack_pid, stack_file_path
+from stack.stack_file import StackInfo, live_stack_pid, stack_file_path, write_stack_file
 from stack.supervisor import Supervisor
 from stack.wait_for_services import ServiceUnavailableError, wait_for_services
 
@@ -96,7 +97,11 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def serve_embedded_stack(options: EmbeddedStackOptions) -> int:
-    """Start the stack, run until SIGTERM/SIGINT or until a child dies, then stop everything."""
+    """Start the stack and run until SIGTERM/SIGINT, then stop everything.
+
+    A crashed api or worker is restarted (stack.json counts the restarts); the stack stops
+    when SeaweedFS exits, or when a child keeps crashing past its restart limit.
+    """
     state_dir = options.state_dir.resolve()
     other = live_stack_pid(state_dir)
     if other is not None:
@@ -104,22 +109,17 @@ def serve_embedded_stack(options: EmbeddedStackOptions) -> int:
         print(f"eaglenest up: {state_dir} is already served by eaglenest up (pid {other})", file=sys.stderr)
         return 1
     previous_handlers = _handle_shutdown_signals(_raise_shutdown)
+    # Everything the stack and its children create (database, WAL, logs, S3 data) is the
+    # owner's alone: the database holds encrypted secrets and the logs name jobs and buckets.
+    previous_umask = os.umask(0o077)
     stack_file = stack_file_path(state_dir)
     try:
         with Supervisor() as supervisor:
             info = EmbeddedStack(options, supervisor).start()
             _print_banner(info)
-            while True:
-                dead = supervisor.first_exited()
-                if dead is not None:
-                    print(
-                        f"eaglenest up: {dead.name} exited with status {dead.exit_code()}; "
-                        "stopping the stack\n"
-                        f"last lines of {dead.spec.log_path}:\n{dead.log_tail()}",
-                        file=sys.stderr,
-                    )
-                    return 1
+            while _supervise(supervisor, info):
                 time.sleep(0.5)
+            return 1
     except ShutdownRequestedError as shutdown:
         print(f"eaglenest up: {shutdown} received; stack stopped", file=sys.stderr)
         return 0
@@ -129,8 +129,35 @@ def serve_embedded_stack(options: EmbeddedStackOptions) -> int:
     finally:
         # Leaving the file behind would point clients at a stack that is gone.
         stack_file.unlink(missing_ok=True)
+        os.umask(previous_umask)
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)
+
+
+def _supervise(supervisor: Supervisor, info: StackInfo) -> bool:
+    """One look at the children: report exits, record restarts; False when the stack must stop."""
+    check = supervisor.check()
+    for child in check.exits:
+        if child.restart_in_seconds is None:
+            print(
+                f"eaglenest up: {child.process.name} exited with status {child.exit_code}; "
+                "stopping the stack\n"
+                f"last lines of {child.process.spec.log_path}:\n{child.process.log_tail()}",
+                file=sys.stderr,
+            )
+            return False
+        print(
+            f"eaglenest up: {child.process.name} exited with status {child.exit_code}; restarting it in "
+            f"{child.restart_in_seconds:.1f} s (restart {child.restarts}); the other parts keep running",
+            file=sys.stderr,
+            flush=True,
+        )
+    if check.restarted:
+        for process in check.restarted:
+            print(f"eaglenest up: {process.name} restarted (pid {process.pid})", file=sys.stderr, flush=True)
+        info.restarts = supervisor.restart_counts()
+        write_stack_file(Path(info.state_dir), info)
+    return True
 
 
 def _raise_shutdown(signum: int, frame: FrameType | None) -> None:

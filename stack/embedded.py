@@ -8,15 +8,21 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.s3 import S3Location
+from core.s3_store import S3Store
 from db.queries.account import DEV_ACCESS_KEY_ID, DEV_SECRET_ACCESS_KEY, ensure_dev_access_key
+from db.queries.role import ensure_dev_roles
+from db.queries.secret_rotation import reencrypt_stored_secrets
 from db.session import get_engine, get_session_factory, session_scope
-from db.settings import get_settings
+from db.settings import DEVELOPMENT_SECRET_KEY, get_settings
 from migrations.runner import upgrade_to_head
 from stack.layout import StateLayout
 from stack.ports import require_free_port
-from stack.processes import ProcessSpec
+from stack.processes import ManagedProcess, ProcessSpec, RestartPolicy
 from stack.readiness import http_ok, wait_until_ready
-from stack.seaweedfs import S3Credentials, S3Endpoint, start_seaweedfs
+from stack.s3_identities import S3IdentitySync, load_or_create_admin_credentials
+from stack.seaweedfs import S3_IDENTITIES_FILE, S3Credentials, S3Endpoint, s3_answers, start_seaweedfs
+from stack.secret_key import load_or_create_secret_key
 from stack.stack_file import StackInfo, write_stack_file
 from stack.supervisor import Supervisor
 
@@ -25,6 +31,13 @@ from stack.supervisor import Supervisor
 DEV_CREDENTIALS = S3Credentials(DEV_ACCESS_KEY_ID, DEV_SECRET_ACCESS_KEY)
 # Ctrl-C should stop a development stack quickly, even with a job running.
 EMBEDDED_WORKER_SHUTDOWN_GRACE_SECONDS = 5
+# The shared distillation cache (worker.distillation_cache): a bucket whose name starts with a
+# digit but no account id, so no account's S3 identity reaches it (stack/s3_identities.py);
+# only the service's own identity reads and writes it, for every account's jobs.
+EMBEDDED_DISTILLATION_CACHE_URI = "s3://0-eaglenest-cache/distilled/"
+# A crashed api or worker is started again; the worker's job resumes from its checkpoint
+# once its lease runs out (the reaper of the new worker takes it over).
+CHILD_RESTARTS = RestartPolicy()
 
 
 @dataclass(frozen=True)
@@ -51,18 +64,29 @@ class EmbeddedStack:
         if self.options.s3_port:
             require_free_port("127.0.0.1", self.options.s3_port, option="--s3-port")
         self.layout.create()
-        s3, _ = start_seaweedfs(
+        # The service's own S3 identity; the dev key is the development account's, limited to
+        # its buckets like every account's (stack/s3_identities.py).
+        admin = load_or_create_admin_credentials(self.layout.s3_root)
+        s3, seaweedfs = start_seaweedfs(
             self.supervisor,
             root=self.layout.s3_root,
-            credentials=DEV_CREDENTIALS,
+            credentials=admin,
             s3_port=self.options.s3_port,
             log_path=self.layout.log("seaweedfs"),
             region=self.options.region,
             timeout_seconds=self.options.startup_timeout_seconds,
         )
         env = self.child_environment(s3)
-        self._configure_this_process(env)
+        # Jobs never create buckets: the cache's is made here, with the service's identity.
+        S3Store(s3.client()).ensure_bucket(
+            S3Location.parse(EMBEDDED_DISTILLATION_CACHE_URI, field="cache").bucket
+        )
+        # State directories from before the per-directory key hold secrets encrypted with the
+        # public development key: this process may still read them, to re-encrypt them
+        # (_prepare_database); the api and the worker know only the directory's own key.
+        self._configure_this_process({**env, "EAGLENEST_PREVIOUS_SECRET_KEYS": DEVELOPMENT_SECRET_KEY})
         self._prepare_database()
+        self._start_s3_identity_sync(admin, s3, seaweedfs)
         self._start_worker(env)
         api_url = self._start_api(env)
         info = StackInfo(
@@ -96,7 +120,9 @@ class EmbeddedStack:
             "EAGLENEST_API_HOST": self.options.api_host,
             "EAGLENEST_API_PORT": str(self.options.api_port),
             "EAGLENEST_SEED_DEV_KEY": "true",
+            "EAGLENEST_SECRET_KEY": load_or_create_secret_key(self.layout.root),
             "EAGLENEST_WORKER_SHUTDOWN_GRACE_SECONDS": str(EMBEDDED_WORKER_SHUTDOWN_GRACE_SECONDS),
+            "EAGLENEST_DISTILLATION_CACHE_URI": EMBEDDED_DISTILLATION_CACHE_URI,
         }
 
     def _configure_this_process(self, env: dict[str, str]) -> None:
@@ -112,8 +138,34 @@ class EmbeddedStack:
         with sqlite3.connect(self.layout.database_file) as connection:
             connection.execute("PRAGMA journal_mode=WAL")
         with session_scope() as session:
+            reencrypt_stored_secrets(session)
             ensure_dev_access_key(session)
+            ensure_dev_roles(session)
         get_engine().dispose()
+        # Created under `eaglenest up`'s umask 077 anyway; this tightens files of older versions.
+        for path in self.layout.root.glob(f"{self.layout.database_file.name}*"):
+            path.chmod(0o600)
+
+    def _start_s3_identity_sync(
+        self, admin: S3Credentials, s3: S3Endpoint, seaweedfs: ManagedProcess
+    ) -> None:
+        """Give every account its S3 identity now, and follow the database's changes from here on."""
+        shared = (S3Location.parse(get_settings().builtin_datasets_uri, field="builtin_datasets_uri").bucket,)
+        sync = S3IdentitySync(
+            identities_file=self.layout.s3_root / S3_IDENTITIES_FILE,
+            admin=admin,
+            shared_buckets=shared,
+            seaweedfs=lambda: next((p for p in self.supervisor.processes if p.name == "seaweedfs"), None),
+        )
+        sync.sync_once()
+        dev = S3Endpoint(s3.endpoint_url, DEV_CREDENTIALS.access_key_id, DEV_CREDENTIALS.secret_access_key)
+        wait_until_ready(
+            lambda: s3_answers(dev),
+            what="the development key on SeaweedFS S3",
+            process=seaweedfs,
+            timeout_seconds=self.options.startup_timeout_seconds,
+        )
+        sync.start()
 
     def _start_worker(self, env: dict[str, str]) -> None:
         log_path = self.layout.log("worker")
@@ -138,6 +190,7 @@ class EmbeddedStack:
                 log_path=log_path,
                 cwd=self.layout.root,
                 stop_timeout_seconds=EMBEDDED_WORKER_SHUTDOWN_GRACE_SECONDS + 10,
+                restart=CHILD_RESTARTS,
             )
         )
 
@@ -164,6 +217,7 @@ class EmbeddedStack:
                 log_path=self.layout.log("api"),
                 cwd=self.layout.root,
                 stop_timeout_seconds=5.0,
+                restart=CHILD_RESTARTS,
             )
         )
         api_url = f"http://{host}:{port}"

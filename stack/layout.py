@@ -30,5 +30,11 @@ class StateLayout:
         return self.logs / f"{name}.log"
 
     def create(self) -> None:
+        """Create the directories, readable by their owner only (the database holds secrets).
+
+        An existing state directory is tightened too; with the root at 0700, files inside it
+        that an older version left world-readable are out of others' reach.
+        """
         for directory in (self.root, self.s3_root, self.logs):
-            directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            directory.chmod(0o700)

@@ -28,8 +28,15 @@ def free_port(*, host: str = "127.0.0.1") -> int:
 
 
 def require_free_port(host: str, port: int, *, option: str) -> None:
-    """Raise StackStartError naming the command-line ``option`` when ``host:port`` is taken."""
+    """Raise StackStartError naming the command-line ``option`` when ``host:port`` is taken.
+
+    The probe binds with SO_REUSEADDR, as the servers themselves do (uvicorn, SeaweedFS):
+    connections of a server that just died linger in TIME_WAIT for about a minute, and
+    would make a plain bind fail although the server can bind. A port something listens
+    on still fails the probe.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as error:

@@ -25,6 +25,24 @@ _PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
+class RestartPolicy:
+    """How a child that exits on its own is started again.
+
+    Each restart waits twice as long as the one before (from ``first_delay_seconds`` up to
+    ``max_delay_seconds``), and a child that needs more than ``max_restarts`` restarts within
+    ``window_seconds`` is crashing for good: the stack stops rather than loop.
+    """
+
+    max_restarts: int = 5
+    window_seconds: float = 600.0
+    first_delay_seconds: float = 1.0
+    max_delay_seconds: float = 30.0
+
+    def delay_seconds(self, recent_restarts: int) -> float:
+        return min(self.first_delay_seconds * 2.0**recent_restarts, self.max_delay_seconds)
+
+
+@dataclass(frozen=True)
 class ProcessSpec:
     name: str
     argv: list[str]
@@ -33,6 +51,8 @@ class ProcessSpec:
     cwd: Path | None = None
     # How long SIGTERM may take before the whole group is killed.
     stop_timeout_seconds: float = 10.0
+    # None: the stack cannot go on without this child, and stops when it exits.
+    restart: RestartPolicy | None = None
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -63,6 +83,8 @@ class ManagedProcess:
         return self._popen.pid
 
     def start(self) -> None:
+        """Start the process; again after it exited, for a restart (its log is appended to)."""
+        self._stop_requested_at = None
         self.spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.spec.log_path.open("ab") as log:
             self._popen = subprocess.Popen(
@@ -112,6 +134,22 @@ class ManagedProcess:
         self._kill_group(pgid)
         self._popen.wait()
         logger.info("%s stopped after %.1f s", self.name, time.monotonic() - started)
+
+    def kill_leftovers(self) -> None:
+        """After the process exited on its own: kill what it forked and left running at once.
+
+        A worker killed with -9 leaves its pool process in the middle of a job; a new worker
+        must not start while that one still writes the job's files and heartbeats.
+        """
+        if self._popen is not None and self._popen.poll() is not None and _group_alive(self._popen.pid):
+            logger.warning("killing leftover processes of %s (group %s)", self.name, self._popen.pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._popen.pid, signal.SIGKILL)
+
+    def append_to_log(self, line: str) -> None:
+        """Add a line of the supervisor's to the child's log (e.g. why it was restarted)."""
+        with self.spec.log_path.open("a") as log:
+            log.write(f"--- {line}\n")
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -10,7 +10,10 @@ a known access key and secret and unsigned or wrongly signed requests are refuse
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -25,6 +28,7 @@ from stack.readiness import wait_until_ready
 from stack.supervisor import Supervisor
 
 HOST = "127.0.0.1"
+S3_IDENTITIES_FILE = "s3-identities.json"
 # A Unix socket path must fit in 108 bytes; longer state paths keep weed's /tmp default.
 _MAX_SOCKET_PATH = 100
 
@@ -95,22 +99,60 @@ def find_weed_binary() -> Path:
     return Path(found)
 
 
-def write_s3_identities(path: Path, credentials: S3Credentials) -> None:
-    """The S3 gateway's identity file: one admin identity with our access key and secret."""
-    identities = {
-        "identities": [
-            {
-                "name": "eaglenest",
-                "credentials": [
-                    {"accessKey": credentials.access_key_id, "secretKey": credentials.secret_access_key}
-                ],
-                "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-            }
+@dataclass(frozen=True)
+class S3Identity:
+    """A non-admin S3 identity: its key pairs, and the buckets (name prefixes) it may use.
+
+    SeaweedFS grants an action on a bucket through ``Action:bucket`` entries, where a
+    trailing ``*`` matches every bucket (and key) that starts with what precedes it. An
+    identity gets every action, bucket creation (``Admin``) included, on the buckets its
+    prefixes match, and only reading and listing on ``read_only_buckets``.
+    """
+
+    name: str
+    credentials: tuple[S3Credentials, ...]
+    bucket_prefixes: tuple[str, ...]
+    read_only_buckets: tuple[str, ...] = ()
+
+    def actions(self) -> list[str]:
+        owned = [
+            f"{action}:{prefix}*"
+            for prefix in self.bucket_prefixes
+            for action in ("Admin", "Read", "Write", "List", "Tagging")
         ]
+        shared = [f"{action}:{bucket}" for bucket in self.read_only_buckets for action in ("Read", "List")]
+        return owned + shared
+
+
+def _identity_document(name: str, credentials: Sequence[S3Credentials], actions: list[str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "credentials": [
+            {"accessKey": pair.access_key_id, "secretKey": pair.secret_access_key} for pair in credentials
+        ],
+        "actions": actions,
     }
+
+
+def write_s3_identities(path: Path, credentials: S3Credentials, accounts: Sequence[S3Identity] = ()) -> None:
+    """The S3 gateway's identity file: our admin identity, then one limited identity per account."""
+    identities = [
+        _identity_document("eaglenest", [credentials], ["Admin", "Read", "Write", "List", "Tagging"])
+    ]
+    identities += [
+        _identity_document(account.name, account.credentials, account.actions()) for account in accounts
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(identities, indent=2))
-    path.chmod(0o600)
+    # Written whole and renamed into place: a reload never reads half a file.
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps({"identities": identities}, indent=2))
+    partial.chmod(0o600)
+    partial.replace(path)
+
+
+def reload_s3_identities(process: ManagedProcess) -> None:
+    """Make a running `weed mini` re-read its -s3.config file (SeaweedFS reloads it on SIGHUP)."""
+    os.kill(process.pid, signal.SIGHUP)
 
 
 def weed_mini_argv(
@@ -166,7 +208,7 @@ def start_seaweedfs(
     ports = SeaweedFSPorts.allocate(s3=s3_port)
     data_dir = root / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    identities_file = root / "s3-identities.json"
+    identities_file = root / S3_IDENTITIES_FILE
     write_s3_identities(identities_file, credentials)
     process = supervisor.start(
         ProcessSpec(

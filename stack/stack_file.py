@@ -22,6 +22,10 @@ class StackInfo(BaseModel):
     database_url: str = Field(description="SQLAlchemy URL of the stack's SQLite database.")
     pid: int = Field(description="Process id of `eaglenest up`; send it SIGTERM to stop the stack.")
     logs: dict[str, str] = Field(description="Log file of each child process, by name.")
+    restarts: dict[str, int] = Field(
+        default_factory=dict,
+        description="How often each child (api, worker) was restarted after it crashed, by name.",
+    )
 
 
 def stack_file_path(state_dir: Path) -> Path:
@@ -29,10 +33,13 @@ def stack_file_path(state_dir: Path) -> Path:
 
 
 def write_stack_file(state_dir: Path, info: StackInfo) -> Path:
-    """Write atomically, so a client polling for the file never reads half of it."""
+    """Write atomically, so a client polling for the file never reads half of it; owner-only
+    (0600), as it holds credentials."""
     path = stack_file_path(state_dir)
     partial = path.with_suffix(".json.tmp")
-    partial.write_text(info.model_dump_json(indent=2) + "\n")
+    partial.unlink(missing_ok=True)  # os.open's mode applies only to a new file
+    with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+        file.write(info.model_dump_json(indent=2) + "\n")
     os.replace(partial, path)
     return path
 

@@ -27,6 +27,13 @@ class TrainConfig(BaseModel):
     out_dir: Path = Field(
         description="Run directory: metrics.jsonl, checkpoints/, prepared/, heldout.jsonl, eagle_model/."
     )
+    distilled_paths: list[Path] = Field(
+        default_factory=list,
+        description="Conversations this target already distilled from the same data with the same "
+        "generation settings (regenerated.jsonl files of earlier runs, e.g. from a distillation cache): "
+        "trained on as the target's replies without regenerating them; the data's conversations they "
+        "answer are skipped, and those held out by this run's split are left out.",
+    )
     init_head_dir: Path | None = Field(
         default=None,
         description="Existing EAGLE-3 head to fine-tune; its draft vocabulary (d2t/t2d) and aux layers "
@@ -230,6 +237,11 @@ class TrainConfig(BaseModel):
             raise ValueError(
                 "self_instruct_conversations needs regenerate: the target's own prompts have no reply "
                 "until the target writes one"
+            )
+        if self.distilled_paths and not self.regenerate:
+            raise ValueError(
+                "distilled_paths needs regenerate: they stand in for conversations the target would "
+                "otherwise distil"
             )
         if not self.data_paths and not self.self_instruct_conversations:
             raise ValueError("no training data: give data_paths, self_instruct_conversations, or both")

@@ -74,7 +74,10 @@ class JobContext:
     # -- shared resources, built on first use ---------------------------------------------
     @cached_property
     def s3(self) -> S3Store:
-        return S3Store(s3_client(self.settings, region=self.job.region))
+        """S3 as the job's role: every read and write of the job is signed with its credentials."""
+        role = self.store.role_credentials(self.job)
+        credentials = (role.access_key_id, role.secret_access_key)
+        return S3Store(s3_client(self.settings, region=self.job.region, credentials=credentials))
 
     @cached_property
     def cache(self) -> ArtifactCache:

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.job_errors import JobFailedError
 from core.job_spec import InvalidJobSpecError, JobSpec
 from db.models.job_event import JobEvent
 from db.models.optimization_job import OptimizationJob
@@ -31,6 +32,7 @@ from db.queries.optimization_job import (
     set_job_output,
     transition_optimization_job,
 )
+from db.queries.role import RoleCredentials, get_role_credentials
 from db.queries.training_point import NewTrainingPoint, add_training_points
 from db.session import session_scope
 from db.types import utc_now
@@ -237,6 +239,23 @@ class JobStore:
             record_job_progress(
                 session, job=job, stage=stage, percent=percent, eta_seconds=eta_seconds, message=message
             )
+
+    def role_credentials(self, job: JobSpec) -> RoleCredentials:
+        """The S3 key pair of the job's RoleArn, which every S3 request of the job is signed with.
+
+        Looked up when the job first touches S3, not stored with the job: deleting the role
+        takes the access away from jobs that have not reached S3 yet, as it does on AWS.
+        """
+        with self.unit_of_work() as session:
+            credentials = get_role_credentials(
+                session, account_id=job.account_id, aws_account_id=job.aws_account_id, arn=job.role_arn
+            )
+        if credentials is None:
+            raise JobFailedError(
+                f"The job's role {job.role_arn} is no longer registered to its account, so the job "
+                "cannot access S3."
+            )
+        return credentials
 
     def record_event(self, job_id: int, *, stage: str, message: str) -> None:
         """A job event that changes neither status nor stage (a validation warning, say)."""

@@ -105,6 +105,9 @@ def build_lineage(
         "draft_variant": job.knobs.variant or DEFAULT_DRAFT_VARIANT,
         "hyperparameters": _hyperparameters(train.result.get("hyperparameters", {}), artifacts),
         "training": {name: train.result.get(name) for name in TRAINING_FIELDS},
+        # The shared distillation cache (worker.distillation_cache): its key, the records reused
+        # (by part) and the part this job added; None when the operator runs no cache.
+        "distillation_cache": train.result.get("distillation_cache"),
         "benchmark": {
             key: benchmark.report.get(key)
             for key in (
@@ -130,7 +133,8 @@ def build_lineage(
 
 def _hyperparameters(raw: dict[str, Any], artifacts: JobArtifacts) -> dict[str, Any]:
     """The trainer's config with local cache paths replaced by the S3 URIs they were copied from."""
-    values = {key: value for key, value in raw.items() if key != "out_dir"}
+    # distilled_paths are local copies of the distillation cache's parts, named in "distillation_cache".
+    values = {key: value for key, value in raw.items() if key not in {"out_dir", "distilled_paths"}}
     if artifacts.model is not None:
         values["model_dir"] = artifacts.model.location.uri
     if artifacts.data is not None:

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.auth.signed_headers import HostPolicy, check_signed_headers
 from api.auth.sigv4 import (
     SignedRequest,
     check_request_time,
@@ -69,10 +70,12 @@ class Authenticator:
         *,
         max_skew: timedelta,
         cache: AccessKeyCache,
+        hosts: HostPolicy,
         now: Callable[[], datetime] = utc_now,
     ) -> None:
         self._session_factory = session_factory
         self._max_skew = max_skew
+        self._hosts = hosts
         self._cache = cache
         self._now = now
 
@@ -84,6 +87,8 @@ class Authenticator:
         authorization = parse_authorization(header)
         signed_at = parse_amz_date(request, header)
         check_scope(authorization)
+        check_signed_headers(request, authorization)
+        self._hosts.check(request)
         check_request_time(signed_at, authorization, now=self._now(), max_skew=self._max_skew)
         credentials = self._credentials(authorization.access_key_id)
         if request.header("x-amz-security-token") is not None:

@@ -114,10 +114,6 @@ def check_scope(authorization: Authorization) -> None:
     region = authorization.region
     if len(region) > 32 or not all(ch.islower() or ch.isdigit() or ch == "-" for ch in region):
         raise InvalidSignatureException(f"Credential should be scoped to a valid region, not '{region}'.")
-    if "host" not in authorization.signed_headers:
-        raise IncompleteSignatureException(
-            "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization."
-        )
 
 
 def parse_amz_date(request: SignedRequest, authorization_header: str) -> datetime:

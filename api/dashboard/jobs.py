@@ -19,6 +19,7 @@ from api.rest.common import JobInPathDep, build_request
 from core.sagemaker.errors import ResourceNotFound, ValidationException
 from core.sagemaker.shapes.optimization_jobs import ListOptimizationJobsRequest
 from core.services import optimization_jobs as service
+from db.queries.role import get_role_credentials
 from db.queries.training_point import list_training_points
 from db.types import utc_now
 
@@ -95,5 +96,11 @@ def get_training_curve(job: JobInPathDep, session: ReadSessionDep) -> TrainingCu
     responses=error_responses(ValidationException, ResourceNotFound),
     response_model_exclude_none=True,
 )
-def get_job_results(job: JobInPathDep, settings: SettingsDep) -> JobResults:
-    return read_job_results(job, settings=settings)
+def get_job_results(
+    job: JobInPathDep, principal: PrincipalDep, session: ReadSessionDep, settings: SettingsDep
+) -> JobResults:
+    # Read as the job's role, as the job wrote them; never with the service's own S3 identity.
+    role = get_role_credentials(
+        session, account_id=job.account_id, aws_account_id=principal.aws_account_id, arn=job.role_arn
+    )
+    return read_job_results(job, settings=settings, role=role)

@@ -17,12 +17,14 @@ from core.s3 import S3Location, s3_client
 from core.s3_store import S3Store
 from db.models.optimization_job import OptimizationJob
 from db.models.optimization_job_status import OptimizationJobStatus
+from db.queries.role import RoleCredentials
 from db.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 
-def read_job_results(job: OptimizationJob, *, settings: Settings) -> JobResults:
+def read_job_results(job: OptimizationJob, *, settings: Settings, role: RoleCredentials | None) -> JobResults:
+    """The results as ``role`` (the job's RoleArn) can read them; None: the role was deleted."""
     output = S3Location.parse(
         str(job.output_config.get("S3OutputLocation", "")), field="OutputConfig.S3OutputLocation"
     ).as_directory
@@ -31,7 +33,11 @@ def read_job_results(job: OptimizationJob, *, settings: Settings) -> JobResults:
     if job.status is not OptimizationJobStatus.COMPLETED:
         reason = f"the job is {job.status.value}; results are published when it is COMPLETED"
         return results.model_copy(update={"reason": reason})
-    store = S3Store(s3_client(settings, region=job.region))
+    if role is None:
+        reason = f"the job's role {job.role_arn} is no longer registered to the account"
+        return results.model_copy(update={"reason": reason})
+    credentials = (role.access_key_id, role.secret_access_key)
+    store = S3Store(s3_client(settings, region=job.region, credentials=credentials))
     try:
         if store.head(lineage_location) is None:
             return results.model_copy(update={"reason": f"{lineage_location.uri} does not exist (yet)"})

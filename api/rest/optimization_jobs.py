@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from api.deps import DispatcherDep, PrincipalDep, ReadSessionDep, SettingsDep, TransactionDep
 from api.error_responses import error_responses
 from api.responses.optimization_jobs import optimization_job_detail, summarize_optimization_job
-from api.rest.common import EmptyResponse, JobInPathDep, build_request
+from api.rest.common import EmptyResponse, JobInPathDep, build_request, json_body_openapi, signed_json_body
 from core.sagemaker.errors import (
     ResourceInUse,
     ResourceLimitExceeded,
     ResourceNotFound,
+    SerializationException,
     ValidationException,
 )
 from core.sagemaker.shapes.optimization_jobs import (
@@ -82,11 +83,14 @@ def list_optimization_jobs(
     "",
     summary="CreateOptimizationJob",
     response_model=CreateOptimizationJobResponse,
-    responses=error_responses(ValidationException, ResourceInUse, ResourceLimitExceeded),
+    responses=error_responses(
+        ValidationException, SerializationException, ResourceInUse, ResourceLimitExceeded
+    ),
     response_model_exclude_none=True,
+    openapi_extra=json_body_openapi(CreateOptimizationJobRequest),
 )
 def create_optimization_job(
-    request: CreateOptimizationJobRequest,
+    request: Annotated[CreateOptimizationJobRequest, Depends(signed_json_body(CreateOptimizationJobRequest))],
     transaction: TransactionDep,
     principal: PrincipalDep,
     dispatcher: DispatcherDep,

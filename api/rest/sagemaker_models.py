@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from api.deps import PrincipalDep, ReadSessionDep, TransactionDep
 from api.error_responses import error_responses
 from api.responses.sagemaker_models import sagemaker_model_detail, summarize_sagemaker_model
-from api.rest.common import EmptyResponse, build_request
-from core.sagemaker.errors import ValidationException
+from api.rest.common import EmptyResponse, build_request, json_body_openapi, signed_json_body
+from core.sagemaker.errors import SerializationException, ValidationException
 from core.sagemaker.shapes.sagemaker_models import (
     CreateModelInput,
     CreateModelOutput,
@@ -67,11 +67,14 @@ def list_models(
     "",
     summary="CreateModel",
     response_model=CreateModelOutput,
-    responses=error_responses(ValidationException),
+    responses=error_responses(ValidationException, SerializationException),
     response_model_exclude_none=True,
+    openapi_extra=json_body_openapi(CreateModelInput),
 )
 def create_model(
-    request: CreateModelInput, transaction: TransactionDep, principal: PrincipalDep
+    request: Annotated[CreateModelInput, Depends(signed_json_body(CreateModelInput))],
+    transaction: TransactionDep,
+    principal: PrincipalDep,
 ) -> CreateModelOutput:
     """The body is CreateModel's JSON request, exactly as the AWS CLI sends it."""
     with transaction() as unit:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from core.sagemaker.validation import ConstraintViolation, format_violations
+from core.sagemaker.validation import ConstraintViolation, ShapeTypeError, format_violations, lower_camel
 
 
 class AwsError(Exception):
@@ -116,6 +116,13 @@ class InvalidSignatureException(AwsError):
     description = "The signature does not match, or X-Amz-Date is outside the allowed clock skew."
 
 
+class RequestEntityTooLargeException(AwsError):
+    code = "RequestEntityTooLargeException"
+    status_code = 413
+    sender_fault = True
+    description = "The request body is larger than this server accepts (EAGLENEST_MAX_REQUEST_BODY_BYTES)."
+
+
 class InternalFailure(AwsError):
     code = "InternalFailure"
     status_code = 500
@@ -134,6 +141,7 @@ ALL_ERRORS: tuple[type[AwsError], ...] = (
     IncompleteSignatureException,
     UnrecognizedClientException,
     InvalidSignatureException,
+    RequestEntityTooLargeException,
     InternalFailure,
 )
 AUTH_ERRORS: tuple[type[AwsError], ...] = (
@@ -169,8 +177,22 @@ def aws_error_from_pydantic(errors: Sequence[Any]) -> AwsError:
         location = [str(part) for part in error["loc"] if part not in ("body", "query", "path")]
         path = ".".join(location) or "body"
         value = error.get("input")
+        if error["type"] in _CONVERSION_ERRORS:
+            # MaxResults=lots in a query string: the same SerializationException that
+            # {"MaxResults": "lots"} gets from POST /, with the member path in lowerCamel.
+            member = ".".join(lower_camel(part) for part in location)
+            return SerializationException(
+                str(ShapeTypeError(member, value, _CONVERSION_ERRORS[error["type"]]))
+            )
         violations.append(ConstraintViolation(path, None if isinstance(value, dict) else value, error["msg"]))
     return ValidationException(format_violations(violations))
 
 
 _ERRORS_BY_CODE = {error.code: error for error in ALL_ERRORS}
+# pydantic's errors for a value that is not of the parameter's type, and the AWS type named.
+_CONVERSION_ERRORS = {
+    "int_parsing": "an Integer",
+    "int_from_float": "an Integer",
+    "float_parsing": "a Double",
+    "bool_parsing": "a Boolean",
+}

@@ -52,9 +52,20 @@ def format_violations(violations: list[ConstraintViolation]) -> str:
     return f"{count} validation {noun} detected: " + "; ".join(v.render() for v in violations)
 
 
+# A value longer than this is cut in messages: a 10 MB name broken two ways must not
+# make a 20 MB error. AWS echoes values whole; the longest a SageMaker shape allows is
+# 2048 characters (ARNs), so any value a client could mean is still shown in full.
+MAX_RENDERED_VALUE = 4096
+
+
 def render_value(value: Any) -> str:
     """Values appear as Java's toString() would print them: null bare, anything else quoted."""
-    return "null" if value is None else f"'{_java_text(value)}'"
+    if value is None:
+        return "null"
+    text = _java_text(value)
+    if len(text) <= MAX_RENDERED_VALUE:
+        return f"'{text}'"
+    return f"'{text[:MAX_RENDERED_VALUE]}...' ({len(text)} characters)"
 
 
 def _java_text(value: Any) -> str:
@@ -106,18 +117,36 @@ def parse_timestamp(value: Any) -> datetime | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return datetime.fromtimestamp(value, UTC) if math.isfinite(value) else None
+        return _from_epoch(value)
     if isinstance(value, str):
         try:
-            return datetime.fromtimestamp(float(value), UTC)
-        except (ValueError, OverflowError):
+            number = float(value)
+        except ValueError:
             pass
+        else:
+            return _from_epoch(number)
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return None
-        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+        if parsed.tzinfo is None:
+            return parsed.replace(tzinfo=UTC)
+        try:
+            # 0001-01-01T00:00:00+01:00 is a valid ISO date whose UTC instant is not.
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            return None
     return None
+
+
+def _from_epoch(seconds: float) -> datetime | None:
+    """Epoch seconds as a UTC datetime; None outside what datetime holds (years 1 to 9999)."""
+    if isinstance(seconds, float) and not math.isfinite(seconds):
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, ValueError, OSError):
+        return None
 
 
 class ShapeValidator:
@@ -244,7 +273,7 @@ class ShapeValidator:
         if kind in ("integer", "long"):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ShapeTypeError(path, value, "an Integer")
-            return _range_failures(shape, value)
+            return _range_failures(_JAVA_RANGES[kind] | shape, value)
         if kind in ("float", "double"):
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise ShapeTypeError(path, value, "a Double")
@@ -258,6 +287,14 @@ class ShapeValidator:
                 raise ShapeTypeError(path, value, "a Timestamp (epoch seconds or ISO-8601)")
             return []
         raise ShapeTypeError(path, value, kind)
+
+
+# AWS's Integer and Long are Java's 32- and 64-bit types: a shape without its own bounds
+# still refuses 10**31 (which would overflow the trainer) as a constraint violation.
+_JAVA_RANGES: dict[str, dict[str, int]] = {
+    "integer": {"min": -(2**31), "max": 2**31 - 1},
+    "long": {"min": -(2**63), "max": 2**63 - 1},
+}
 
 
 def _collection_violations(

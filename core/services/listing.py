@@ -1,10 +1,10 @@
-"""Translate List* request members into a db PageRequest and a NextToken fingerprint."""
+"""Translate List* request members into a db PageRequest and the scope of its NextTokens."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from core.services.pagination import decode_next_token, query_fingerprint
+from core.services.pagination import TokenScope, decode_next_token, query_fingerprint
 from db.queries.listing import PageRequest, SortKey
 
 
@@ -17,15 +17,18 @@ def page_request(
     default_max_results: int,
     next_token: str | None,
     filters: dict[str, Any],
-) -> tuple[PageRequest, str]:
-    """The page to fetch and the fingerprint that this query's NextTokens must carry."""
+    account_id: int,
+) -> tuple[PageRequest, TokenScope]:
+    """The page to fetch and what this query's NextTokens are bound to."""
     sort_key = SortKey(sort_by or SortKey.CREATION_TIME.value)
     order = sort_order or default_order
-    fingerprint = query_fingerprint({**filters, "SortBy": sort_key.value, "SortOrder": order})
+    scope = TokenScope(
+        query_fingerprint({**filters, "SortBy": sort_key.value, "SortOrder": order}), account_id=account_id
+    )
     page = PageRequest(
         sort_key=sort_key,
         descending=order == "Descending",
         limit=max_results or default_max_results,
-        cursor=decode_next_token(next_token, fingerprint),
+        cursor=decode_next_token(next_token, scope),
     )
-    return page, fingerprint
+    return page, scope

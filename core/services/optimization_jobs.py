@@ -26,16 +26,19 @@ from core.services.listing import page_request
 from core.services.pagination import encode_next_token
 from core.services.request_checks import require_s3_uri, require_unique_tag_keys
 from core.services.resource_tags import tag_new_resource
+from core.services.roles import require_account_role
 from core.services.sagemaker_models import model_not_found
 from db.arns import optimization_job_arn
 from db.errors import NameAlreadyExistsError
 from db.models.job_event import JobEvent
 from db.models.optimization_job import OptimizationJob
-from db.models.optimization_job_status import STOPPABLE_STATUSES, OptimizationJobStatus
+from db.models.optimization_job_status import STOPPABLE_STATUSES, TERMINAL_STATUSES, OptimizationJobStatus
 from db.models.resource_tag import ResourceTag
 from db.queries.listing import TimeRange
 from db.queries.optimization_job import (
+    InvalidJobTransitionError,
     JobListFilter,
+    JobStatusChangedError,
     count_active_optimization_jobs,
     create_optimization_job,
     delete_optimization_job,
@@ -156,6 +159,7 @@ def create_job(
     _check_environment(request.optimization_environment)
     require_s3_uri(request.output_config.s3_output_location, "outputConfig.s3OutputLocation")
     require_unique_tag_keys(request.tags)
+    require_account_role(session, principal=principal, role_arn=request.role_arn)
     source_container = _resolve_model_source(session, principal, request)
     active = count_active_optimization_jobs(session, account_id=principal.account_id)
     if active >= max_active_jobs:
@@ -205,13 +209,16 @@ def _enqueue(session: Session, *, job: OptimizationJob, dispatcher: JobDispatche
         # The job row exists and was acknowledged to nobody yet; failing it (instead of
         # leaving it STARTING for ever) tells the caller what happened via DescribeOptimizationJob.
         logger.exception("could not queue optimization job %s", job.id)
-        transition_optimization_job(
-            session,
-            job=job,
-            status=OptimizationJobStatus.FAILED,
-            message="The job could not be queued for a worker",
-            failure_reason=f"The job could not be queued for a worker: {error}",
-        )
+        try:
+            transition_optimization_job(
+                session,
+                job=job,
+                status=OptimizationJobStatus.FAILED,
+                message="The job could not be queued for a worker",
+                failure_reason=f"The job could not be queued for a worker: {error}",
+            )
+        except InvalidJobTransitionError:
+            logger.info("optimization job %s ended meanwhile; it stays as it is", job.id)
         return
     set_job_task_id(session, job=job, task_id=task_id)
 
@@ -256,6 +263,7 @@ def list_jobs(
         default_max_results=DEFAULT_MAX_RESULTS,
         next_token=request.next_token,
         filters=request.model_dump(exclude={"next_token", "max_results", "sort_by", "sort_order"}),
+        account_id=principal.account_id,
     )
     result = list_optimization_jobs(
         session, account_id=principal.account_id, page=page, filters=filters, summaries_only=summaries_only
@@ -264,25 +272,38 @@ def list_jobs(
 
 
 def stop_job(unit: UnitOfWork, *, principal: Principal, name: str, dispatcher: JobDispatcher) -> None:
-    """STARTING/INPROGRESS -> STOPPING; the workers are told once ``unit`` commits. Idempotent."""
+    """STARTING/INPROGRESS -> STOPPING; the workers are told once ``unit`` commits. Idempotent.
+
+    The change is a conditional UPDATE, not a read and a write: of parallel stops exactly
+    one records STOPPING (the others find it STOPPING and succeed), and a job that ended
+    after it was read stays ended.
+    """
     session = unit.session
-    job = get_job(session, principal=principal, name=name, for_update=True)
-    if job.status is OptimizationJobStatus.STOPPING:
-        return
-    if job.status not in STOPPABLE_STATUSES:
+    job = get_job(session, principal=principal, name=name)
+    if job.status in STOPPABLE_STATUSES:
+        try:
+            transition_optimization_job(
+                session,
+                job=job,
+                status=OptimizationJobStatus.STOPPING,
+                message="Stop requested by StopOptimizationJob",
+                from_statuses=STOPPABLE_STATUSES,
+            )
+        except JobStatusChangedError:
+            # Another change won; statuses only move forward, so the job is now STOPPING,
+            # ended or deleted.
+            session.expire(job)
+            job = get_job(session, principal=principal, name=name)
+        else:
+            unit.after_commit(
+                partial(_request_stop, job_id=job.id, task_id=job.celery_task_id, dispatcher=dispatcher)
+            )
+            return
+    if job.status is not OptimizationJobStatus.STOPPING:
         raise ValidationException(
             f'The optimization job "{job.name}" is in status {job.status}; only jobs in STARTING or '
             "INPROGRESS status can be stopped."
         )
-    transition_optimization_job(
-        session,
-        job=job,
-        status=OptimizationJobStatus.STOPPING,
-        message="Stop requested by StopOptimizationJob",
-    )
-    unit.after_commit(
-        partial(_request_stop, job_id=job.id, task_id=job.celery_task_id, dispatcher=dispatcher)
-    )
 
 
 def _request_stop(_session: Session, *, job_id: int, task_id: str | None, dispatcher: JobDispatcher) -> None:
@@ -296,11 +317,14 @@ def _request_stop(_session: Session, *, job_id: int, task_id: str | None, dispat
 
 
 def delete_job(session: Session, *, principal: Principal, name: str) -> None:
-    job = get_job(session, principal=principal, name=name, for_update=True)
+    """Delete an ended job: a DELETE ... WHERE status IN (ended), so of parallel deletes one wins."""
+    job = get_job(session, principal=principal, name=name)
     if not job.status.is_terminal:
         raise ValidationException(
             f'Cannot delete optimization job "{job.name}" in status {job.status}. Stop the job and delete it '
             "after it reaches COMPLETED, FAILED or STOPPED."
         )
+    if not delete_optimization_job(session, job=job, only_in=TERMINAL_STATUSES):
+        # An ended job changes no more: a parallel delete removed it.
+        raise job_not_found(name)
     delete_resource_tags(session, resource_arn=job.arn)
-    delete_optimization_job(session, job=job)

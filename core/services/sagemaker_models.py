@@ -17,6 +17,7 @@ from core.services.listing import page_request
 from core.services.pagination import encode_next_token
 from core.services.request_checks import require_unique_tag_keys
 from core.services.resource_tags import tag_new_resource
+from core.services.roles import require_account_role
 from db.arns import sagemaker_model_arn
 from db.errors import NameAlreadyExistsError
 from db.models.resource_tag import ResourceTag
@@ -88,6 +89,8 @@ def create_model(session: Session, *, principal: Principal, request: CreateModel
     for index, container in enumerate(request.containers or [], start=1):
         _check_container(container, f"containers.{index}.member")
     require_unique_tag_keys(request.tags)
+    if request.execution_role_arn is not None:
+        require_account_role(session, principal=principal, role_arn=request.execution_role_arn)
     arn = model_arn(principal, request.model_name)
     try:
         model = create_sagemaker_model(
@@ -139,6 +142,7 @@ def list_models(session: Session, *, principal: Principal, request: ListModelsIn
         default_max_results=DEFAULT_MAX_RESULTS,
         next_token=request.next_token,
         filters=filters,
+        account_id=principal.account_id,
     )
     result = list_sagemaker_models(
         session,
@@ -154,5 +158,7 @@ def list_models(session: Session, *, principal: Principal, request: ListModelsIn
 
 def delete_model(session: Session, *, principal: Principal, name: str) -> None:
     model = get_model(session, principal=principal, name=name)
+    # A DELETE ... WHERE whose row count says whether this call or a parallel one deleted it.
+    if not delete_sagemaker_model(session, model=model):
+        raise model_not_found(principal, name)
     delete_resource_tags(session, resource_arn=model.arn)
-    delete_sagemaker_model(session, model=model)

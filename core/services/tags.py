@@ -17,7 +17,7 @@ from core.sagemaker.errors import ResourceLimitExceeded, ResourceNotFound, Valid
 from core.sagemaker.shapes.common import Tag
 from core.sagemaker.shapes.tags import AddTagsInput, DeleteTagsInput, ListTagsInput
 from core.sagemaker.validation import ConstraintViolation
-from core.services.pagination import decode_next_token, encode_next_token, query_fingerprint
+from core.services.pagination import TokenScope, decode_next_token, encode_next_token, query_fingerprint
 from core.services.request_checks import require_unique_tag_keys
 from db.arns import sagemaker_arn
 from db.models.optimization_job import OptimizationJob
@@ -120,14 +120,14 @@ def add_tags(session: Session, *, principal: Principal, request: AddTagsInput) -
 
 def list_tags(session: Session, *, principal: Principal, request: ListTagsInput) -> TagPage:
     resource = _find_resource(session, principal=principal, arn=request.resource_arn)
-    fingerprint = query_fingerprint({"ResourceArn": resource.arn})
+    scope = TokenScope(query_fingerprint({"ResourceArn": resource.arn}), account_id=principal.account_id)
     page = list_resource_tags_page(
         session,
         resource_arn=resource.arn,
         limit=request.max_results or DEFAULT_MAX_RESULTS,
-        cursor=decode_next_token(request.next_token, fingerprint),
+        cursor=decode_next_token(request.next_token, scope),
     )
-    return TagPage(tags=page.items, next_token=encode_next_token(page.next_cursor, fingerprint))
+    return TagPage(tags=page.items, next_token=encode_next_token(page.next_cursor, scope))
 
 
 def delete_tags(session: Session, *, principal: Principal, request: DeleteTagsInput) -> None:

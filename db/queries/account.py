@@ -142,6 +142,16 @@ def list_access_keys(session: Session, *, aws_account_id: str | None = None) -> 
     ]
 
 
+def list_access_key_secrets(session: Session) -> list[tuple[str, str, str]]:
+    """(12-digit account, key id, secret) of every key: the embedded S3 store's identities."""
+    rows = session.execute(
+        select(Account.aws_account_id, AccessKey.access_key_id, AccessKey.secret_ciphertext)
+        .join(Account, Account.id == AccessKey.account_id)
+        .order_by(Account.aws_account_id, AccessKey.id)
+    )
+    return [(account, key_id, decrypt_secret(ciphertext)) for account, key_id, ciphertext in rows]
+
+
 def delete_access_key(session: Session, *, access_key_id: str) -> bool:
     """Delete a key; returns False when no such key exists."""
     key = session.scalar(select(AccessKey).where(AccessKey.access_key_id == access_key_id))

@@ -6,13 +6,15 @@ The api creates jobs (STARTING) and requests stops; the worker moves them on wit
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, select
+from sqlalchemy import CursorResult, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, load_only
+from sqlalchemy.orm.attributes import set_committed_value
 
 from db.errors import NameAlreadyExistsError
 from db.models.job_event import JobEvent
@@ -72,10 +74,20 @@ _ALLOWED_TRANSITIONS: dict[OptimizationJobStatus, frozenset[OptimizationJobStatu
     OptimizationJobStatus.FAILED: frozenset(),
     OptimizationJobStatus.STOPPED: frozenset(),
 }
+# The statuses a job may move to each status from: what its row must still hold when the
+# change is written.
+_ALLOWED_PREDECESSORS: dict[OptimizationJobStatus, frozenset[OptimizationJobStatus]] = {
+    status: frozenset(before for before, after in _ALLOWED_TRANSITIONS.items() if status in after)
+    for status in OptimizationJobStatus
+}
 
 
 class InvalidJobTransitionError(ValueError):
     """A status change the job's life cycle does not allow (e.g. out of a terminal status)."""
+
+
+class JobStatusChangedError(InvalidJobTransitionError):
+    """The row's status changed since the job was read, and the change no longer applies."""
 
 
 @dataclass(frozen=True)
@@ -237,28 +249,53 @@ def transition_optimization_job(
     status: OptimizationJobStatus,
     message: str,
     failure_reason: str | None = None,
+    from_statuses: Collection[OptimizationJobStatus] | None = None,
 ) -> None:
     """Move a job to ``status`` and record the change as a JobEvent.
 
     Sets LastModifiedTime; OptimizationStartTime on the first INPROGRESS; OptimizationEndTime
     on a terminal status. Raises InvalidJobTransitionError for moves the life cycle forbids.
+
+    The change is one conditional UPDATE (``WHERE status IN ...``): the row must still be in
+    one of ``from_statuses`` (default: any status the life cycle allows the move from), else
+    JobStatusChangedError and nothing is written. That holds on SQLite too, where
+    SELECT ... FOR UPDATE locks nothing: of parallel changes exactly one wins, and a job that
+    ended after it was read is never reopened.
     """
     if status not in _ALLOWED_TRANSITIONS[job.status]:
         raise InvalidJobTransitionError(
             f"optimization job {job.name!r} cannot go from {job.status} to {status}"
         )
+    expected = _ALLOWED_PREDECESSORS[status]
+    if from_statuses is not None:
+        expected = expected & frozenset(from_statuses)
     now = utc_now()
-    job.status = status
-    job.last_modified_at = now
-    job.last_message = message
+    values: dict[str, Any] = {"status": status, "last_modified_at": now, "last_message": message}
     if status is OptimizationJobStatus.INPROGRESS and job.started_at is None:
-        job.started_at = now
+        values["started_at"] = now
     if status.is_terminal:
-        job.ended_at = now
-        job.estimated_completion_at = None
+        values["ended_at"] = now
+        values["estimated_completion_at"] = None
     if failure_reason is not None:
         # FailureReason is limited to 1024 characters in the API.
-        job.failure_reason = failure_reason[:1024]
+        values["failure_reason"] = failure_reason[:1024]
+    session.flush()  # the job's pending changes (a task id, say) are written first
+    result = cast(
+        CursorResult[Any],
+        session.execute(
+            update(OptimizationJob)
+            .where(OptimizationJob.id == job.id, OptimizationJob.status.in_(expected))
+            .values(values)
+            .execution_options(synchronize_session=False)
+        ),
+    )
+    if result.rowcount != 1:
+        raise JobStatusChangedError(
+            f"optimization job {job.name!r} is no longer in status {' or '.join(sorted(expected))}; "
+            f"it cannot go to {status}"
+        )
+    for key, value in values.items():
+        set_committed_value(job, key, value)  # as written: the row need not be read back
     session.add(JobEvent(job_id=job.id, occurred_at=now, status=status, stage=job.stage, message=message))
     session.flush()
 
@@ -308,10 +345,24 @@ def set_job_output(
     session.flush()
 
 
-def delete_optimization_job(session: Session, *, job: OptimizationJob) -> None:
-    """Delete the job; its events go with it (ON DELETE CASCADE)."""
-    session.delete(job)
+def delete_optimization_job(
+    session: Session, *, job: OptimizationJob, only_in: Collection[OptimizationJobStatus] | None = None
+) -> bool:
+    """Delete the job; its events go with it (ON DELETE CASCADE).
+
+    With ``only_in``, only while the row's status is one of those. One DELETE ... WHERE:
+    returns whether it deleted the row, so of parallel deletes exactly one gets True.
+    """
+    statement = delete(OptimizationJob).where(OptimizationJob.id == job.id)
+    if only_in is not None:
+        statement = statement.where(OptimizationJob.status.in_(only_in))
     session.flush()
+    result = cast(CursorResult[Any], session.execute(statement.execution_options(synchronize_session=False)))
+    if result.rowcount != 1:
+        return False
+    if job in session:
+        session.expunge(job)  # its row is gone: a later flush must not write it back
+    return True
 
 
 def list_job_events(session: Session, *, job_id: int) -> list[JobEvent]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import CursorResult, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -70,9 +70,22 @@ def create_sagemaker_model(
     return model
 
 
-def delete_sagemaker_model(session: Session, *, model: SageMakerModel) -> None:
-    session.delete(model)
+def delete_sagemaker_model(session: Session, *, model: SageMakerModel) -> bool:
+    """One DELETE ... WHERE; returns whether it deleted the row (of parallel deletes, exactly one)."""
     session.flush()
+    result = cast(
+        CursorResult[Any],
+        session.execute(
+            delete(SageMakerModel)
+            .where(SageMakerModel.id == model.id)
+            .execution_options(synchronize_session=False)
+        ),
+    )
+    if result.rowcount != 1:
+        return False
+    if model in session:
+        session.expunge(model)  # its row is gone: a later flush must not write it back
+    return True
 
 
 def list_sagemaker_models(

@@ -63,11 +63,18 @@ def call_operation(
 
 
 def rest_call(
-    method: str, base_url: str, path: str, credentials: AccountCredentials, body: dict[str, Any] | None = None
+    method: str,
+    base_url: str,
+    path: str,
+    credentials: AccountCredentials,
+    body: dict[str, Any] | None = None,
+    *,
+    raw: bytes | None = None,
 ) -> httpx.Response:
-    """A signed /v1 request, the way the dashboard sends them."""
-    raw = b"" if body is None else json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"} if body is not None else {}
+    """A signed /v1 request, the way the dashboard sends them (``raw``: these exact body bytes)."""
+    if raw is None:
+        raw = b"" if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"} if raw else {}
     url = f"{base_url}{path}"
     return httpx.request(
         method, url, content=raw, headers=signed_headers(method, url, raw, credentials, headers=headers)

@@ -27,7 +27,7 @@ def test_the_captured_cli_invocation_works(aws_cli: AwsCli, account: AccountCred
     created = aws_cli(
         "create-optimization-job",
         "--optimization-job-name", "job1",
-        "--role-arn", "arn:aws:iam::123456789012:role/SageMakerRole",
+        "--role-arn", account.role_arn,
         "--model-source", '{"S3":{"S3Uri":"s3://bucket/base-model/","ModelAccessConfig":{"AcceptEula":true}}}',
         "--deployment-instance-type", "ml.p5.48xlarge",
         "--max-instance-count", "1",
@@ -196,3 +196,17 @@ def test_keys_report_an_unusable_database_url_in_one_line(
     assert error.startswith(f"error: cannot use the database {shown}: ")
     assert len(error.strip().splitlines()) == 1
     assert "hunter2" not in error
+
+
+def test_eaglenest_api_answers_to_the_address_it_binds(monkeypatch: pytest.MonkeyPatch) -> None:
+    served: list[dict[str, Any]] = []
+    monkeypatch.setattr("cli.serve.uvicorn.run", lambda app, **options: served.append(options))
+    # The command sets EAGLENEST_API_HOST in os.environ; setting it here first makes
+    # monkeypatch restore the original (usually unset) value afterwards.
+    monkeypatch.setenv("EAGLENEST_API_HOST", "127.0.0.1")
+    try:
+        assert main(["api", "--host", "10.1.2.3", "--port", "8611"]) == 0
+        assert served[0]["host"] == "10.1.2.3"
+        assert "10.1.2.3" in get_settings().served_hostnames
+    finally:
+        get_settings.cache_clear()

@@ -19,6 +19,7 @@ def error_of(raised: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
 def test_create_and_describe_echo_every_member(sagemaker: Any, account: AccountCredentials) -> None:
     body = create_model_request(
         ModelName="Llama-With-Eagle",
+        ExecutionRoleArn=account.role_arn,
         InferenceExecutionConfig={"Mode": "Serial"},
         VpcConfig={"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1"]},
         EnableNetworkIsolation=True,
@@ -158,3 +159,22 @@ def test_list_models_filters_sorts_and_paginates(sagemaker: Any) -> None:
     assert set(first) == {"ModelName", "ModelArn", "CreationTime"}
     after = sagemaker.list_models(CreationTimeAfter=first["CreationTime"])
     assert first["ModelName"] in [m["ModelName"] for m in after["Models"]], "ListModels' After is inclusive"
+
+
+@pytest.mark.parametrize("role_of", ["other-account", "unregistered-name"])
+def test_create_model_refuses_a_role_the_caller_does_not_own(
+    sagemaker: Any, account: AccountCredentials, role_of: str
+) -> None:
+    # A role of another account is refused exactly like one that does not exist.
+    role = (
+        "arn:aws:iam::111122223333:role/OtherAccountsRole"
+        if role_of == "other-account"
+        else f"arn:aws:iam::{account.aws_account_id}:role/NoSuchRole"
+    )
+    with pytest.raises(ClientError) as raised:
+        sagemaker.create_model(**create_model_request(ExecutionRoleArn=role))
+    assert error_of(raised) == (
+        "ValidationException",
+        f"Could not assume role {role}. Please ensure that the role exists and allows principal "
+        "'sagemaker.amazonaws.com' to assume the role.",
+    )

@@ -18,7 +18,7 @@ from db.queries.optimization_job import (
     set_job_output,
     transition_optimization_job,
 )
-from tests.factories.accounts import AccountCredentials
+from tests.factories.accounts import AccountCredentials, create_account
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.factories.sagemaker_models import create_model_request
 from tests.fixtures.live_server import DispatchTarget
@@ -61,7 +61,7 @@ def move_job(factory: SessionFactory, account: AccountCredentials, name: str, *s
 
 
 def test_create_and_describe_echo_every_member(sagemaker: Any, account: AccountCredentials) -> None:
-    body = create_optimization_job_request(OptimizationJobName="Eagle-Job-1")
+    body = create_optimization_job_request(OptimizationJobName="Eagle-Job-1", RoleArn=account.role_arn)
     arn = sagemaker.create_optimization_job(**body)["OptimizationJobArn"]
     assert arn == f"arn:aws:sagemaker:us-west-2:{account.aws_account_id}:optimization-job/eagle-job-1"
 
@@ -288,3 +288,23 @@ def test_completed_job_shows_output_and_failed_job_its_reason(
         "FAILED",
         "No config.json at s3://m/",
     )
+
+
+def test_create_refuses_a_role_of_another_account(
+    sagemaker: Any, account: AccountCredentials, committed_session_factory: SessionFactory
+) -> None:
+    with committed_session_factory() as session:
+        other = create_account(session)
+        session.commit()
+    # The other account's role exists and is registered, but to that account only.
+    body = create_optimization_job_request(RoleArn=other.role_arn)
+    with pytest.raises(ClientError) as raised:
+        sagemaker.create_optimization_job(**body)
+    assert error_of(raised) == (
+        "ValidationException",
+        f"Could not assume role {other.role_arn}. Please ensure that the role exists and allows "
+        "principal 'sagemaker.amazonaws.com' to assume the role.",
+    )
+    with pytest.raises(ClientError) as missing:
+        sagemaker.describe_optimization_job(OptimizationJobName=body["OptimizationJobName"])
+    assert error_of(missing)[0] == "ResourceNotFound"

@@ -21,10 +21,11 @@ from core.services.optimization_jobs import create_job
 from db.models.optimization_job_status import OptimizationJobStatus as Status
 from db.queries.account import delete_access_key, dev_access_key_exists, ensure_dev_access_key
 from db.queries.optimization_job import list_job_events
+from db.queries.role import role_arn
 from db.session import UnitOfWork, create_db_engine, create_session_factory
 from db.settings import Settings
 from tests.api.signed_http import signed_headers
-from tests.factories.accounts import AccountCredentials, create_account
+from tests.factories.accounts import TEST_ROLE_NAME, AccountCredentials, create_account
 from tests.factories.optimization_jobs import create_optimization_job_request
 
 
@@ -48,20 +49,28 @@ def principal_for(session: Session) -> Principal:
     return Principal(owner.account_id, owner.aws_account_id, owner.access_key_id, "us-west-2")
 
 
-def request(**overrides: Any) -> CreateOptimizationJobRequest:
-    return CreateOptimizationJobRequest.model_validate(create_optimization_job_request(**overrides))
+def request(principal: Principal, **overrides: Any) -> CreateOptimizationJobRequest:
+    """A valid request naming ``principal``'s own role (create_account registers it)."""
+    role = role_arn(aws_account_id=principal.aws_account_id, name=TEST_ROLE_NAME)
+    return CreateOptimizationJobRequest.model_validate(
+        create_optimization_job_request(RoleArn=role, **overrides)
+    )
 
 
 def test_active_job_limit_is_resource_limit_exceeded(db_session: Session) -> None:
     principal = principal_for(db_session)
     dispatcher = RecordingDispatcher()
     unit = UnitOfWork(db_session)
-    first = create_job(unit, principal=principal, request=request(), dispatcher=dispatcher, max_active_jobs=1)
+    first = create_job(
+        unit, principal=principal, request=request(principal), dispatcher=dispatcher, max_active_jobs=1
+    )
     unit.commit()  # the request's boundary: commit, then queue
     assert dispatcher.enqueued == [first.id]
     assert first.celery_task_id == f"task-{first.id}"
     with pytest.raises(ResourceLimitExceeded, match="already has 1 active optimization jobs"):
-        create_job(unit, principal=principal, request=request(), dispatcher=dispatcher, max_active_jobs=1)
+        create_job(
+            unit, principal=principal, request=request(principal), dispatcher=dispatcher, max_active_jobs=1
+        )
 
 
 def test_a_job_that_cannot_be_queued_fails_with_the_reason(db_session: Session) -> None:
@@ -70,7 +79,7 @@ def test_a_job_that_cannot_be_queued_fails_with_the_reason(db_session: Session) 
     job = create_job(
         unit,
         principal=principal,
-        request=request(),
+        request=request(principal),
         dispatcher=RecordingDispatcher(fail=True),
         max_active_jobs=10,
     )
@@ -120,7 +129,9 @@ def test_seeding_creates_the_dev_key(database_url: str) -> None:
 
 def test_an_unreachable_database_is_a_retryable_internal_failure_and_unhealthy() -> None:
     # Port 1 refuses connections at once: every database access fails.
-    broken = Settings(database_url="postgresql+psycopg://postgres@127.0.0.1:1/none")
+    broken = Settings(
+        database_url="postgresql+psycopg://postgres@127.0.0.1:1/none", api_hostnames=["testserver"]
+    )
     app = create_app(broken, dispatcher=RecordingDispatcher())
     app.router.lifespan_context = _no_lifespan  # start-up would fail on the same database
     credentials = AccountCredentials(0, "111122223333", "AKIAUNREACHABLE00000", "secret")

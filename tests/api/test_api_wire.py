@@ -79,7 +79,7 @@ def test_empty_body_and_unknown_members_are_accepted(
 def test_responses_carry_request_ids_numbers_for_times_and_no_nulls(
     live_server: LiveServer, account: AccountCredentials, sagemaker: Any
 ) -> None:
-    body = create_optimization_job_request()
+    body = create_optimization_job_request(RoleArn=account.role_arn)
     del body["VpcConfig"], body["MaxInstanceCount"], body["OptimizationEnvironment"]
     created = call_operation(live_server.url, account, "CreateOptimizationJob", body)
     assert created.status_code == 200

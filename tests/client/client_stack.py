@@ -25,7 +25,7 @@ from db.queries.account import DEV_ACCESS_KEY_ID, DEV_SECRET_ACCESS_KEY, ensure_
 from db.session import session_scope
 from db.settings import Settings
 from stack.processes import ManagedProcess
-from tests.factories.accounts import AccountCredentials
+from tests.factories.accounts import AccountCredentials, ensure_test_role, use_account_role
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.fixtures.api_process import launch_api_process
 from tests.fixtures.worker import TEST_REDIS_URL, launch_celery_worker, settings_as_env
@@ -48,12 +48,13 @@ class ClientStack:
     worker: ManagedProcess
 
     def client(self, **config: Any) -> Any:
-        return eaglenest_client(
+        client = eaglenest_client(
             self.api_url,
             self.region,
             (self.account.access_key_id, self.account.secret_access_key),
             config=Config(retries={"max_attempts": 1, "mode": "standard"}, **config),
         )
+        return use_account_role(client, self.account)
 
     def create_job(self, *, model_uri: str | None = None, output_prefix: str | None = None) -> str:
         """CreateOptimizationJob on the tiny model and data; returns the job name."""
@@ -94,6 +95,7 @@ def running_client_stack(
         # The embedded stack's development key, which SeaweedFS also accepts (test/test): the
         # client then reaches S3 with the very credentials it signs SageMaker calls with.
         key = ensure_dev_access_key(session)
+        ensure_test_role(session, aws_account_id=DEV_ACCOUNT_ID)
         account = AccountCredentials(
             account_id=key.account_id,
             aws_account_id=DEV_ACCOUNT_ID,

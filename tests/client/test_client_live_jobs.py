@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import WaiterError
+from botocore.exceptions import ClientError, WaiterError
+from sqlalchemy.orm import Session, sessionmaker
 
 import client.progress as progress_module
 from client import (
@@ -33,10 +34,14 @@ from client import (
     install_waiters,
     wait_for_job,
 )
+from db.queries.account import create_access_key
+from db.session import session_scope
+from stack.seaweedfs import S3Credentials, S3Identity
 from tests.client.client_stack import ClientStack
 from tests.factories.accounts import AccountCredentials
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.fixtures.live_server import LiveServer
+from tests.fixtures.seaweedfs import SeaweedFSServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -193,7 +198,7 @@ def test_ctrl_c_leaves_the_job_running_and_says_how_to_stop_it(
     client = eaglenest_client(
         live_server.url, "us-west-2", (account.access_key_id, account.secret_access_key)
     )
-    request = create_optimization_job_request()
+    request = create_optimization_job_request(RoleArn=account.role_arn)
     client.create_optimization_job(**request)
     name = request["OptimizationJobName"]
     output = io.StringIO()
@@ -357,6 +362,35 @@ def test_download_reports_a_corrupted_object_by_name(
     assert caught.value.mismatches[0].actual_size == len(original) + len(b"tampered\n")
     assert not (tmp_path / "benchmark" / "results.csv").exists()  # the bad copy is not left behind
     assert not (tmp_path / "lineage.json").exists()
+
+
+def test_download_results_reads_s3_with_the_callers_credentials_only(  # noqa: PLR0917 - fixtures
+    client_stack: ClientStack,
+    completed: CompletedJob,
+    seaweedfs_server: SeaweedFSServer,
+    worker_session_factory: sessionmaker[Session],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A second key of the job's own account, which S3 lets reach none of the job's buckets.
+    with session_scope(worker_session_factory) as session:
+        key, secret = create_access_key(session, aws_account_id=client_stack.account.aws_account_id)
+        key_id = key.access_key_id
+    limited = S3Credentials(key_id, secret)
+    seaweedfs_server.add_identity(S3Identity(f"limited-{key_id}", (limited,), (f"{key_id.lower()}-",)))
+    # Keys that could read the output are at hand; the client must not fall back on them.
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "EAGLENEST_S3_ACCESS_KEY_ID"):
+        monkeypatch.setenv(variable, "test")
+    monkeypatch.setenv("EAGLENEST_S3_SECRET_ACCESS_KEY", "test")
+    caller = eaglenest_client(client_stack.api_url, client_stack.region, (key_id, secret))
+
+    with pytest.raises(ClientError) as denied:
+        download_results(
+            caller, completed.name, tmp_path / "out", s3_endpoint_url=client_stack.s3_endpoint_url
+        )
+
+    assert denied.value.response["Error"]["Code"] == "AccessDenied"
+    assert not (tmp_path / "out").exists()
 
 
 def test_download_refuses_a_failed_job_and_an_unknown_one(client_stack: ClientStack, failed_job: str) -> None:

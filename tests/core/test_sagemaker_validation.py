@@ -9,7 +9,14 @@ from pydantic import ValidationError
 
 from core.sagemaker.service_model import sagemaker_service_model
 from core.sagemaker.shapes.optimization_jobs import CreateOptimizationJobRequest, ListOptimizationJobsRequest
-from core.sagemaker.validation import ShapeTypeError, ShapeValidator, format_violations, render_value
+from core.sagemaker.validation import (
+    MAX_RENDERED_VALUE,
+    ShapeTypeError,
+    ShapeValidator,
+    format_violations,
+    parse_timestamp,
+    render_value,
+)
 from tests.factories.optimization_jobs import create_optimization_job_request
 
 
@@ -139,3 +146,48 @@ def test_request_models_run_the_same_validation() -> None:
     assert error["type"] == "aws_error"
     assert error["ctx"]["aws_code"] == "ValidationException"
     assert "Value '0' at 'maxInstanceCount'" in error["ctx"]["aws_message"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        1e20,
+        -1e20,
+        10**30,
+        "1e20",
+        "-1e300",
+        float("inf"),
+        "0001-01-01T00:00:00+01:00",
+        "9999-12-31T23:59:59-01:00",
+    ],
+)
+def test_timestamps_outside_what_datetime_holds_are_serialization_errors(
+    validator: ShapeValidator, value: Any
+) -> None:
+    with pytest.raises(ShapeTypeError, match="can not be converted to a Timestamp"):
+        validator.validate("ListOptimizationJobsRequest", {"CreationTimeAfter": value})
+    assert parse_timestamp(value) is None
+
+
+@pytest.mark.parametrize(("value", "limit"), [(2**31, "2147483647"), (10**401, "2147483647")])
+def test_integers_beyond_java_int_are_violations(validator: ShapeValidator, value: int, limit: str) -> None:
+    body = create_optimization_job_request(StoppingCondition={"MaxRuntimeInSeconds": value})
+    text = message(validator, "CreateOptimizationJobRequest", body)
+    assert text.startswith("1 validation error detected: Value '")
+    assert text.endswith(
+        "at 'stoppingCondition.maxRuntimeInSeconds' failed to satisfy constraint: "
+        f"Member must have value less than or equal to {limit}"
+    )
+    assert (
+        validator.validate(
+            "CreateOptimizationJobRequest",
+            create_optimization_job_request(StoppingCondition={"MaxRuntimeInSeconds": 2**31 - 1}),
+        )
+        == []
+    )
+
+
+def test_huge_values_are_cut_in_messages() -> None:
+    assert render_value("a" * MAX_RENDERED_VALUE) == f"'{'a' * MAX_RENDERED_VALUE}'"
+    rendered = render_value("a" * 10_000_000)
+    assert rendered == f"'{'a' * MAX_RENDERED_VALUE}...' (10000000 characters)"

@@ -20,9 +20,10 @@ from core.services.sagemaker_models import create_model, delete_model
 from db.models.optimization_job import OptimizationJob
 from db.models.optimization_job_status import OptimizationJobStatus as Status
 from db.queries.optimization_job import get_optimization_job_by_id, transition_optimization_job
+from db.queries.role import role_arn
 from db.queries.sagemaker_model import get_sagemaker_model_by_name
 from db.session import UnitOfWork, unit_of_work
-from tests.factories.accounts import create_account
+from tests.factories.accounts import TEST_ROLE_NAME, create_account
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.factories.sagemaker_models import create_model_request
 
@@ -61,12 +62,14 @@ def principal(committed_session_factory: SessionFactory) -> Principal:
     return Principal(owner.account_id, owner.aws_account_id, owner.access_key_id, "us-west-2")
 
 
-def job_request() -> CreateOptimizationJobRequest:
-    return CreateOptimizationJobRequest.model_validate(create_optimization_job_request())
+def job_request(principal: Principal) -> CreateOptimizationJobRequest:
+    role = role_arn(aws_account_id=principal.aws_account_id, name=TEST_ROLE_NAME)
+    return CreateOptimizationJobRequest.model_validate(create_optimization_job_request(RoleArn=role))
 
 
-def model_request() -> CreateModelInput:
-    return CreateModelInput.model_validate(create_model_request())
+def model_request(principal: Principal) -> CreateModelInput:
+    role = role_arn(aws_account_id=principal.aws_account_id, name=TEST_ROLE_NAME)
+    return CreateModelInput.model_validate(create_model_request(ExecutionRoleArn=role))
 
 
 def committed_job(
@@ -74,7 +77,11 @@ def committed_job(
 ) -> OptimizationJob:
     with unit_of_work(factory) as unit:
         job = create_job(
-            unit, principal=principal, request=job_request(), dispatcher=dispatcher, max_active_jobs=100
+            unit,
+            principal=principal,
+            request=job_request(principal),
+            dispatcher=dispatcher,
+            max_active_jobs=100,
         )
     if status is not Status.STARTING:
         with unit_of_work(factory) as unit:
@@ -107,16 +114,16 @@ def test_no_service_commits_a_rolled_back_transaction(
     dispatcher = WatchingDispatcher(factory)
     running = committed_job(factory, principal, dispatcher, Status.INPROGRESS)
     failed = committed_job(factory, principal, dispatcher, Status.FAILED)
-    kept_model = model_request()
+    kept_model = model_request(principal)
     with unit_of_work(factory) as unit:
         create_model(unit.session, principal=principal, request=kept_model)
     dispatcher.enqueued.clear()
 
     session, commits = watched_session
     unit = UnitOfWork(session)
-    new_model = model_request()
+    new_model = model_request(principal)
     new_job = create_job(
-        unit, principal=principal, request=job_request(), dispatcher=dispatcher, max_active_jobs=100
+        unit, principal=principal, request=job_request(principal), dispatcher=dispatcher, max_active_jobs=100
     )
     create_model(session, principal=principal, request=new_model)
     stop_job(unit, principal=principal, name=running.name, dispatcher=dispatcher)
@@ -146,7 +153,11 @@ def test_a_job_is_queued_only_once_its_row_is_committed(
     dispatcher = WatchingDispatcher(committed_session_factory)
     with unit_of_work(committed_session_factory) as unit:
         job = create_job(
-            unit, principal=principal, request=job_request(), dispatcher=dispatcher, max_active_jobs=100
+            unit,
+            principal=principal,
+            request=job_request(principal),
+            dispatcher=dispatcher,
+            max_active_jobs=100,
         )
         assert dispatcher.enqueued == []
     # The dispatcher ran after the commit: another connection (a worker) already saw the job.
@@ -189,7 +200,11 @@ def test_nothing_is_queued_when_the_job_is_not_committed(
     def create(unit: UnitOfWork) -> None:
         created.append(
             create_job(
-                unit, principal=principal, request=job_request(), dispatcher=dispatcher, max_active_jobs=100
+                unit,
+                principal=principal,
+                request=job_request(principal),
+                dispatcher=dispatcher,
+                max_active_jobs=100,
             )
         )
 

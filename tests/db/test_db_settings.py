@@ -31,3 +31,12 @@ def test_production_refuses_to_seed_the_dev_key_unless_allowed() -> None:
     allowed = Settings(environment="production", secret_key="s3cr3t", seed_dev_key=True, allow_dev_key=True)
     assert allowed.seed_dev_key
     assert Settings(seed_dev_key=True).secret_key.get_secret_value() == DEVELOPMENT_SECRET_KEY
+
+
+def test_served_host_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().served_hostnames == ["localhost", "127.0.0.1", "::1"]
+    monkeypatch.setenv("EAGLENEST_API_HOSTNAMES", " api.example.com, ,10.0.0.7 ")
+    assert Settings().api_hostnames == ["api.example.com", "10.0.0.7"]
+    # The one address the api binds is served too; a wildcard address names no host.
+    assert Settings(api_host="10.0.0.9").served_hostnames == ["api.example.com", "10.0.0.7", "10.0.0.9"]
+    assert Settings(api_host="0.0.0.0").served_hostnames == ["api.example.com", "10.0.0.7"]

@@ -13,6 +13,8 @@ from db.arns import optimization_job_arn
 from db.models.optimization_job import OptimizationJob
 from db.models.optimization_job_status import OptimizationJobStatus
 from db.queries.optimization_job import create_optimization_job as insert_optimization_job
+from db.queries.role import role_arn
+from tests.factories.accounts import FACTORY_ROLE_ARN, TEST_ROLE_NAME
 from tests.factories.rows import insert_named_row
 
 
@@ -24,7 +26,7 @@ def create_optimization_job_request(**overrides: Any) -> dict[str, Any]:
     """A valid CreateOptimizationJob body (every optional member set), as the AWS CLI sends it."""
     body: dict[str, Any] = {
         "OptimizationJobName": unique_job_name(),
-        "RoleArn": "arn:aws:iam::111122223333:role/SageMakerRole",
+        "RoleArn": FACTORY_ROLE_ARN,
         "ModelSource": {"S3": {"S3Uri": "s3://models/llama/", "ModelAccessConfig": {"AcceptEula": True}}},
         "DeploymentInstanceType": "ml.p5.48xlarge",
         "MaxInstanceCount": 1,
@@ -65,7 +67,8 @@ def create_optimization_job(
         aws_account_id=aws_account_id,
         default_name=unique_job_name(),
         defaults={
-            "role_arn": "arn:aws:iam::111122223333:role/SageMakerRole",
+            # The owner's own role, as CreateOptimizationJob requires (create_account registers it).
+            "role_arn": role_arn(aws_account_id=aws_account_id, name=TEST_ROLE_NAME),
             "model_source": {"S3": {"S3Uri": "s3://models/llama/"}},
             "deployment_instance_type": "ml.g5.2xlarge",
             "optimization_configs": [{"ModelSpeculativeDecodingConfig": {"Technique": "EAGLE"}}],
@@ -88,7 +91,7 @@ def unsaved_job_row(request: dict[str, Any] | None = None, **columns: Any) -> Op
         "name": "job",
         "region": "us-west-2",
         "arn": "arn:aws:sagemaker:us-west-2:111122223333:optimization-job/job",
-        "role_arn": "arn:aws:iam::111122223333:role/SageMakerRole",
+        "role_arn": FACTORY_ROLE_ARN,
         "status": OptimizationJobStatus.INPROGRESS,
         "started_at": None,
         "created_at": datetime(2025, 1, 2, tzinfo=UTC),

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from db.arns import sagemaker_model_arn
 from db.models.sagemaker_model import SageMakerModel
 from db.queries.sagemaker_model import create_sagemaker_model as insert_sagemaker_model
+from tests.factories.accounts import FACTORY_ROLE_ARN
 from tests.factories.rows import insert_named_row
 
 
@@ -25,7 +26,7 @@ def create_model_request(**overrides: Any) -> dict[str, Any]:
     """A valid CreateModel body: base weights on S3 plus an existing EAGLE head (eagle_model)."""
     body: dict[str, Any] = {
         "ModelName": unique_model_name(),
-        "ExecutionRoleArn": "arn:aws:iam::111122223333:role/SageMakerRole",
+        "ExecutionRoleArn": FACTORY_ROLE_ARN,
         "PrimaryContainer": {
             "Image": "763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.33.0-lmi15.0.0-cu128",
             "ModelDataSource": s3_prefix_source("s3://models/llama/"),

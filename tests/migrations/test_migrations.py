@@ -16,7 +16,15 @@ from db.session import create_db_engine
 from migrations.runner import alembic_config, downgrade_to_base, upgrade_to_head
 from tests.fixtures.database import create_postgres_database, drop_postgres_database
 
-TABLES = {"accounts", "access_keys", "sagemaker_models", "optimization_jobs", "job_events", "resource_tags"}
+TABLES = {
+    "accounts",
+    "access_keys",
+    "roles",
+    "sagemaker_models",
+    "optimization_jobs",
+    "job_events",
+    "resource_tags",
+}
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])

@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stack.processes import ManagedProcess, ProcessSpec
+from stack.processes import ManagedProcess, ProcessSpec, RestartPolicy
 from stack.readiness import StackStartError, wait_until_ready
-from stack.supervisor import Supervisor
+from stack.supervisor import ChildExit, Supervisor
 
 
 def _alive(pid: int) -> bool:
@@ -109,6 +109,27 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
         parent.wait()
 
 
+def _next_exit(supervisor: Supervisor, timeout: float = 10.0) -> ChildExit:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        exits = supervisor.check().exits
+        if exits:
+            (child,) = exits
+            return child
+        time.sleep(0.05)
+    raise AssertionError("no child exited")
+
+
+def _wait_restarted(supervisor: Supervisor, timeout: float = 10.0) -> list[ManagedProcess]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        restarted = supervisor.check().restarted
+        if restarted:
+            return restarted
+        time.sleep(0.05)
+    raise AssertionError("no child was restarted")
+
+
 def test_supervisor_reports_a_child_that_exited_and_stops_the_rest(tmp_path: Path) -> None:
     with Supervisor() as supervisor:
         sleeper = supervisor.start(
@@ -117,12 +138,66 @@ def test_supervisor_reports_a_child_that_exited_and_stops_the_rest(tmp_path: Pat
         quitter = supervisor.start(
             ProcessSpec(name="quitter", argv=["sh", "-c", "exit 3"], log_path=tmp_path / "b.log")
         )
-        deadline = time.monotonic() + 5
-        while supervisor.first_exited() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert supervisor.first_exited() is quitter
-        assert quitter.exit_code() == 3
+        child = _next_exit(supervisor)
+        assert child.process is quitter
+        assert (child.exit_code, child.restart_in_seconds) == (3, None)  # no restart policy
     assert _wait_gone([sleeper.pid]) == []
+
+
+def test_a_killed_child_is_restarted_with_backoff_while_the_others_run(tmp_path: Path) -> None:
+    policy = RestartPolicy(max_restarts=2, window_seconds=60, first_delay_seconds=0.2, max_delay_seconds=5)
+    with Supervisor() as supervisor:
+        other = supervisor.start(
+            ProcessSpec(name="other", argv=["sleep", "300"], log_path=tmp_path / "a.log")
+        )
+        log = tmp_path / "crashy.log"
+        crashy = supervisor.start(
+            ProcessSpec(name="crashy", argv=["sleep", "300"], log_path=log, restart=policy)
+        )
+        first_pid = crashy.pid
+
+        os.kill(first_pid, signal.SIGKILL)
+        child = _next_exit(supervisor)
+        assert (child.process, child.exit_code, child.restart_in_seconds, child.restarts) == (
+            crashy,
+            -signal.SIGKILL,
+            0.2,
+            1,
+        )
+        assert _wait_restarted(supervisor) == [crashy]
+        assert crashy.is_running()
+        assert crashy.pid != first_pid
+        assert other.is_running()
+        assert supervisor.restart_counts() == {"crashy": 1}
+        assert "crashy exited with status -9; restarting it in 0.2 s (restart 1; at most 2 within 60 s)" in (
+            log.read_text()
+        )
+
+        os.kill(crashy.pid, signal.SIGKILL)
+        assert _next_exit(supervisor).restart_in_seconds == 0.4  # the delay doubles
+        _wait_restarted(supervisor)
+
+        os.kill(crashy.pid, signal.SIGKILL)
+        gave_up = _next_exit(supervisor)  # a third crash within the window: the stack must stop
+        assert (gave_up.restart_in_seconds, gave_up.restarts) == (None, 2)
+        assert other.is_running()
+
+
+def test_what_a_crashed_child_left_running_is_killed_before_its_restart(tmp_path: Path) -> None:
+    script = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
+    with Supervisor() as supervisor:
+        parent = supervisor.start(
+            ProcessSpec(
+                name="worker",
+                argv=[sys.executable, "-c", script],
+                log_path=tmp_path / "w.log",
+                restart=RestartPolicy(first_delay_seconds=0.1),
+            )
+        )
+        (pool_process,) = _descendants(parent.pid, 1)
+        os.kill(parent.pid, signal.SIGKILL)  # as kill -9 of a Celery worker leaves its pool process
+        _next_exit(supervisor)
+        assert _wait_gone([pool_process]) == []
 
 
 def test_readiness_fails_fast_with_the_log_of_a_child_that_died(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import boto3
 import psutil
 import pytest
+from botocore.exceptions import ClientError
 
 from db.settings import Settings
 from stack.ports import free_port
@@ -168,3 +169,85 @@ def test_the_embedded_stack_serves_jobs_and_stops_cleanly(stack: RunningStack) -
     assert [proc for proc in alive if proc.status() != psutil.STATUS_ZOMBIE] == []
     assert not stack_file_path(Path(info.state_dir)).exists()
     assert "SIGTERM received; stack stopped" in stack.output.read_text()
+
+
+def test_each_account_reaches_only_its_own_buckets_and_its_jobs_s3_as_its_role(stack: RunningStack) -> None:
+    info = stack.info
+    other_id = "111122223333"
+    dev = stack.client("s3", info.s3_endpoint_url)
+    dev.create_bucket(Bucket="models")
+    dev.put_object(Bucket="models", Key="tiny/config.json", Body=b'{"model_type": "llama"}')
+
+    # A new account, as the README makes one, while the stack runs.
+    created = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("eaglenest")),
+            "keys",
+            "--state-dir",
+            info.state_dir,
+            "create",
+            "--account-id",
+            other_id,
+        ],
+        env={key: value for key, value in os.environ.items() if not key.startswith("EAGLENEST_")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    document = json.loads(created.stdout)
+    other_role = f"arn:aws:iam::{other_id}:role/eaglenest"
+    assert document["Role"] == {"Arn": other_role}
+    key = document["AccessKey"]
+
+    def other_client(service: str, endpoint_url: str) -> Any:
+        return boto3.client(
+            service,
+            endpoint_url=endpoint_url,
+            aws_access_key_id=key["AccessKeyId"],
+            aws_secret_access_key=key["SecretAccessKey"],
+            region_name=info.region,
+        )
+
+    other_s3 = other_client("s3", info.s3_endpoint_url)
+    deadline = time.monotonic() + 20  # the stack applies new keys within a few seconds
+    while True:
+        try:
+            other_s3.list_buckets()
+            break
+        except ClientError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+    with pytest.raises(ClientError) as denied:
+        other_s3.get_object(Bucket="models", Key="tiny/config.json")
+    assert denied.value.response["Error"]["Code"] == "AccessDenied"
+    own_bucket = f"{other_id}-models"
+    other_s3.create_bucket(Bucket=own_bucket)
+    other_s3.put_object(Bucket=own_bucket, Key="note.txt", Body=b"mine")
+    with pytest.raises(ClientError) as denied:
+        dev.get_object(Bucket=own_bucket, Key="note.txt")
+    assert denied.value.response["Error"]["Code"] == "AccessDenied"
+
+    sagemaker = other_client("sagemaker", info.api_url)
+    job = {
+        "ModelSource": {"S3": {"S3Uri": "s3://models/tiny/"}},
+        "DeploymentInstanceType": "ml.g5.2xlarge",
+        "OptimizationConfigs": [{"ModelSpeculativeDecodingConfig": {"Technique": "EAGLE"}}],
+        "OutputConfig": {"S3OutputLocation": f"s3://{own_bucket}/out/"},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 600},
+    }
+    # The development account's role is not this account's to pass.
+    with pytest.raises(ClientError) as refused:
+        sagemaker.create_optimization_job(
+            OptimizationJobName="borrowed-role", RoleArn="arn:aws:iam::000000000000:role/eaglenest", **job
+        )
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    # Its own role cannot read the development account's model: the job fails, naming only the URI.
+    sagemaker.create_optimization_job(OptimizationJobName="cross-account", RoleArn=other_role, **job)
+    failed = _wait_for_terminal(sagemaker, "cross-account")
+    assert failed["OptimizationJobStatus"] == "FAILED"
+    assert failed["FailureReason"] == "S3 access denied listing s3://models/tiny/"
+    assert (
+        dev.get_object(Bucket="models", Key="tiny/config.json")["Body"].read() == b'{"model_type": "llama"}'
+    )

@@ -13,7 +13,7 @@ from botocore.config import Config
 from sqlalchemy.orm import Session, sessionmaker
 
 from db.session import session_scope
-from tests.factories.accounts import AccountCredentials, create_account
+from tests.factories.accounts import AccountCredentials, create_account, use_account_role
 from tests.fixtures.api_process import launch_api_process
 from tests.worker.stalled_server import StalledServer
 from tests.worker.tiny_inputs import write_tiny_head
@@ -40,7 +40,7 @@ def worker_account(worker_session_factory: sessionmaker[Session]) -> AccountCred
 @pytest.fixture
 def worker_sagemaker(worker_api_url: str, worker_account: AccountCredentials) -> Any:
     """boto3's SageMaker client for ``worker_account`` against ``worker_api_url``."""
-    return boto3.client(
+    client = boto3.client(
         "sagemaker",
         endpoint_url=worker_api_url,
         aws_access_key_id=worker_account.access_key_id,
@@ -48,6 +48,7 @@ def worker_sagemaker(worker_api_url: str, worker_account: AccountCredentials) ->
         region_name="us-east-1",
         config=Config(retries={"max_attempts": 1, "mode": "standard"}),
     )
+    return use_account_role(client, worker_account)
 
 
 @pytest.fixture

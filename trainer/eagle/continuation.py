@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -55,6 +55,7 @@ class ContinuationResult:
     generated_tokens: int
     stopped: bool  # should_stop() ended the run early
     cut_at_max_new_tokens: int
+    reply_from: list[int] = field(default_factory=list)  # per sample: where its reply starts
 
 
 def _prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: list[Message]) -> list[int] | None:
@@ -277,10 +278,9 @@ def continue_conversations(
     )
     for context, reply in zip(contexts, replies, strict=True):
         if reply is not None:
-            learned_from = _context_learned_from(context, opening) if context_loss else None
-            if learned_from is not None and reply.features is not None:
+            if context_loss and reply.features is not None:
                 _label_context(model, context, reply.features)
-            _append_reply(result, tokenizer, context, reply, learned_from)
+            _append_reply(result, tokenizer, context, reply, opening if context_loss else None)
     return result
 
 
@@ -290,9 +290,8 @@ def fixed_opening(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     return list(tokenizer(user_turn_prefix(tokenizer), add_special_tokens=False, verbose=False)["input_ids"])
 
 
-def _context_learned_from(context: Context, opening: list[int]) -> int:
+def _context_learned_from(prompt: list[int], opening: list[int]) -> int:
     """The first context position whose token the head learns: past the template's opening."""
-    prompt = context.prompt_ids
     shared = next(
         (i for i, (a, b) in enumerate(zip(prompt, opening, strict=False)) if a != b),
         min(len(prompt), len(opening)),
@@ -347,11 +346,15 @@ def _continue_in_batches(  # noqa: PLR0917 - private; continue_conversations is 
     return replies, False
 
 
-def _context_mask(length: int, learned_from: int | None) -> list[int]:
-    """Loss bits of the context: none, or every position from ``learned_from`` on."""
-    if learned_from is None:
-        return [0] * length
-    return [0] * learned_from + [1] * (length - learned_from)
+def distilled_loss_mask(prompt_ids: list[int], reply_length: int, opening: list[int] | None) -> list[int]:
+    """Loss bits of a distilled sample: its reply (stop token included) and, given the
+    template's ``opening`` (context_loss), its context past that opening too."""
+    if opening is None:
+        context = [0] * len(prompt_ids)
+    else:
+        learned_from = _context_learned_from(prompt_ids, opening)
+        context = [0] * learned_from + [1] * (len(prompt_ids) - learned_from)
+    return context + [1] * reply_length
 
 
 def _append_reply(
@@ -359,7 +362,7 @@ def _append_reply(
     tokenizer: PreTrainedTokenizerBase,
     context: Context,
     reply: Reply,
-    context_learned_from: int | None,
+    opening: list[int] | None,
 ) -> None:
     # Not stripped: leading whitespace the target emits is part of what the head predicts.
     text = str(tokenizer.decode(reply.tokens, skip_special_tokens=True))
@@ -370,10 +373,11 @@ def _append_reply(
     result.samples.append(
         FeaturedSample(
             input_ids=[*context.prompt_ids, *reply_ids],
-            loss_mask=_context_mask(len(context.prompt_ids), context_learned_from) + [1] * len(reply_ids),
+            loss_mask=distilled_loss_mask(context.prompt_ids, len(reply_ids), opening),
             source=context.source,
             features=reply.features,
         )
     )
+    result.reply_from.append(len(context.prompt_ids))
     result.generated_tokens += len(reply_ids)
     result.cut_at_max_new_tokens += int(reply.stop_token is None)

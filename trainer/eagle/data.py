@@ -12,6 +12,7 @@ import hashlib
 import json
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from trainer.data.formats.sharegpt import to_record
 from trainer.data.loader import load_conversations
 from trainer.data.regenerate import regenerate_conversations, sampling_mode
 from trainer.data.schema import Conversation
-from trainer.data.split import split_holdout
+from trainer.data.split import content_key, split_holdout
 from trainer.data.summary import LoadResult, LoadSummary
 from trainer.data.tokenize import (
     ChatTemplateError,
@@ -35,7 +36,21 @@ from trainer.data.tokenize import (
     tokenize_conversations,
 )
 from trainer.eagle.budget_clock import Clock
-from trainer.eagle.continuation import ContinuationResult, context_of, continue_conversations
+from trainer.eagle.continuation import (
+    ContinuationResult,
+    context_of,
+    continue_conversations,
+    distilled_loss_mask,
+    fixed_opening,
+)
+from trainer.eagle.distilled import (
+    DistilledRecord,
+    answer_room,
+    origin_of,
+    origins_of,
+    read_distilled,
+    write_distilled,
+)
 from trainer.eagle.features import FEATURE_DTYPES, final_dtype_for
 from trainer.eagle.reporting import Stage
 from trainer.eagle.self_instruct import synthesize_prompts
@@ -72,6 +87,11 @@ class DataStats:
     first_error: str | None = None
     # The self-instruct part of the mix (trainer.eagle.self_instruct): counts and settings.
     self_instruct: dict[str, object] | None = None
+    # Conversations distilled by earlier runs (distilled_paths) trained on again, by file name;
+    # those held out by this run's split are left out and counted.
+    distilled_reused: int = 0
+    distilled_reused_by_file: dict[str, int] = field(default_factory=dict)
+    distilled_reused_heldout: int = 0
 
 
 @dataclass
@@ -94,7 +114,9 @@ def data_fingerprint(config: TrainConfig) -> str:
     """What decides the samples; a resumed run must match it to reuse prepared/.
 
     Contents, not paths or times: a worker that downloads the same inputs into a new
-    directory for a retried job still resumes.
+    directory for a retried job still resumes. ``distilled_paths`` are left out: they only
+    save distilling with the same settings (like a larger budget would), and a resumed job
+    whose cache has grown meanwhile must keep the samples its checkpoints were trained on.
     """
     files = [_file_digest(path) for path in expand_data_paths(config.data_paths)] if config.data_paths else []
     model_config = config.model_dir / "config.json"
@@ -203,7 +225,7 @@ def regeneration_order(
     no room for an answer within ``max_length`` is dropped: tokenisation would cut its
     answer off. The rest are sorted by prompt length so that a batch pads little.
     """
-    room = max(config.max_length - config.regenerate_max_new_tokens, config.max_length // 2)
+    room = answer_room(config)
     measured = []
     for conversation in conversations:
         cut = _first_turns(conversation, config.regenerate_max_turns)
@@ -229,10 +251,7 @@ def _continue_last_turns(  # noqa: PLR0917 - private helper of _regenerate
     feature_layers: list[int] | None,
 ) -> ContinuationResult:
     """One chunk through ``continue_conversations``, shortest prompts first (little padding)."""
-    room = min(
-        config.regenerate_max_prompt_tokens,
-        max(config.max_length - config.regenerate_max_new_tokens, config.max_length // 2),
-    )
+    room = min(config.regenerate_max_prompt_tokens, answer_room(config))
     contexts = [context_of(c, tokenizer, max_prompt_tokens=room) for c in conversations]
     ordered = sorted((c for c in contexts if c is not None), key=lambda c: len(c.prompt_ids))
     with torch.random.fork_rng(devices=[]):
@@ -253,6 +272,15 @@ def _continue_last_turns(  # noqa: PLR0917 - private helper of _regenerate
         )
 
 
+@dataclass
+class _Distillation:
+    conversations: list[Conversation]
+    # With regenerate_turns=last, their exact token samples (loss on the target's reply
+    # only); None asks the caller to tokenise the conversations.
+    samples: list[TokenizedConversation] | None
+    records: list[DistilledRecord]  # the same conversations, as regenerated.jsonl keeps them
+
+
 def _regenerate(  # noqa: PLR0917 - private, called once with everything it needs
     config: TrainConfig,
     target: PreTrainedModel,
@@ -265,9 +293,12 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     bf16: bool,
     clock: Clock,
     feature_layers: list[int] | None,
-) -> tuple[list[Conversation], list[TokenizedConversation] | None]:
-    """The regenerated conversations and, with ``regenerate_turns=last``, their exact token
-    samples (loss on the target's reply only); None asks the caller to tokenise them."""
+    answered: frozenset[str],
+) -> _Distillation:
+    """The target's replies to ``conversations`` (and to its own prompts with self-instruct,
+    none of them one of the ``answered`` origins that earlier runs distilled)."""
+    by_source = origins_of(conversations)
+    reply_from: list[int] = []
 
     def stop_regenerating() -> bool:
         return should_stop() or (deadline is not None and clock() >= deadline)
@@ -285,7 +316,7 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     started = clock()
     if config.self_instruct_conversations:
         conversations = _with_self_instruct(
-            config, generator, tokenizer, conversations, stats, report, stop_regenerating
+            config, generator, tokenizer, conversations, stats, report, stop_regenerating, answered
         )
     # Said now: the first batch's progress comes only once it is generated, a minute or more.
     report("regenerating", 0, len(conversations))
@@ -300,6 +331,7 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
                 config, generator, tokenizer, part, number, progress, stop_regenerating, feature_layers
             )
             samples.extend(continued.samples)
+            reply_from.extend(continued.reply_from)
             done, tokens, stopped = continued.conversations, continued.generated_tokens, continued.stopped
         else:
             result = regenerate_conversations(
@@ -320,7 +352,17 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
         stats.regeneration_stopped = stopped
     stats.regeneration_seconds = clock() - started
     stats.regenerated_conversations = len(regenerated)
-    return regenerated, samples if config.regenerate_turns == "last" else None
+    last = config.regenerate_turns == "last"
+    records = [
+        DistilledRecord(
+            origin=origin_of(conversation, by_source),
+            conversation=conversation,
+            input_ids=samples[index].input_ids if last else None,
+            reply_from=reply_from[index] if last else None,
+        )
+        for index, conversation in enumerate(regenerated)
+    ]
+    return _Distillation(regenerated, samples if last else None, records)
 
 
 def _with_self_instruct(  # noqa: PLR0917 - private helper of _regenerate
@@ -331,12 +373,17 @@ def _with_self_instruct(  # noqa: PLR0917 - private helper of _regenerate
     stats: DataStats,
     report: ReportFn,
     should_stop: Callable[[], bool],
+    answered: frozenset[str],
 ) -> list[Conversation]:
     """The data's conversations and the target's own prompts, shuffled together so that a
-    budget-limited distillation answers both in proportion."""
+    budget-limited distillation answers both in proportion.
+
+    The prompts' seed moves on with the number of ``answered`` origins: a run after others
+    on the same distillation cache writes new prompts rather than those they answered."""
     report("writing_prompts", 0, config.self_instruct_conversations)
+    seed = config.seed + SELF_INSTRUCT_SEED_OFFSET + len(answered)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed + SELF_INSTRUCT_SEED_OFFSET)
+        torch.manual_seed(seed)
         synthesized = synthesize_prompts(
             generator,
             tokenizer,
@@ -348,13 +395,17 @@ def _with_self_instruct(  # noqa: PLR0917 - private helper of _regenerate
             should_stop=should_stop,
             progress=lambda kept: report("writing_prompts", kept, config.self_instruct_conversations),
         )
+    fresh = [c for c in synthesized.conversations if content_key(c) not in answered]
+    if len(fresh) < len(synthesized.conversations):
+        synthesized.dropped["already_distilled"] += len(synthesized.conversations) - len(fresh)
+        synthesized.conversations = fresh
     stats.self_instruct = synthesized.summary(
         temperature=config.self_instruct_temperature,
         top_p=config.self_instruct_top_p,
         max_prompt_tokens=config.self_instruct_max_prompt_tokens,
     )
     mixed = [*conversations, *synthesized.conversations]
-    random.Random(config.seed + SELF_INSTRUCT_SEED_OFFSET).shuffle(mixed)
+    random.Random(seed).shuffle(mixed)
     return mixed
 
 
@@ -374,6 +425,8 @@ def prepare_data(
 
     With ``feature_layers`` (the head's aux layer ids), samples distilled with
     ``regenerate_turns=last`` carry the target features recorded while generating them.
+    Conversations distilled by earlier runs (``distilled_paths``) are trained on as they are,
+    and the data's conversations they answer are not distilled again.
     """
     stats = DataStats()
     report("loading_data", 0, len(config.data_paths))
@@ -388,14 +441,21 @@ def prepare_data(
     )
     _write_jsonl(config.out_dir / HELDOUT_FILE, [to_record(c) for c in heldout])
     stats.conversations_heldout = len(heldout)
+    reused, answered = _reusable(config, heldout, stats)
     # Shuffled so that a budget-limited regeneration or max_conversations sees every source file.
     random.Random(config.seed).shuffle(train_conversations)
+    if answered:
+        # The budget goes to conversations no earlier run distilled.
+        train_conversations = [c for c in train_conversations if content_key(c) not in answered]
     if config.max_conversations is not None:
-        train_conversations = train_conversations[: config.max_conversations]
+        reused = reused[: config.max_conversations]
+        train_conversations = train_conversations[: config.max_conversations - len(reused)]
+    stats.distilled_reused = len(reused)
+    stats.distilled_reused_by_file = dict(Counter(_file_name(r.conversation.source) for r in reused))
     stopped = False
     regenerated_samples: list[TokenizedConversation] | None = None
     if config.regenerate:
-        train_conversations, regenerated_samples = _regenerate(
+        distillation = _regenerate(
             config,
             target,
             tokenizer,
@@ -407,16 +467,22 @@ def prepare_data(
             regenerate_bf16,
             clock,
             feature_layers,
+            answered,
         )
-        _write_jsonl(config.out_dir / REGENERATED_FILE, [to_record(c) for c in train_conversations])
+        train_conversations, regenerated_samples = distillation.conversations, distillation.samples
+        # Only what this run distilled: a distillation cache adds it to what it reused.
+        write_distilled(config.out_dir / REGENERATED_FILE, distillation.records)
         stopped = should_stop()
-    stats.conversations_used = len(train_conversations)
-    report("tokenizing", 0, len(train_conversations))
+    stats.conversations_used = len(train_conversations) + len(reused)
+    report("tokenizing", 0, stats.conversations_used)
     if regenerated_samples is not None:
-        ordered = [s for s in regenerated_samples if s.num_masked > 0]
-        stats.dropped_no_masked_tokens = len(regenerated_samples) - len(ordered)
+        generated = [*regenerated_samples, *_reused_samples(config, tokenizer, reused)]
+        ordered = [s for s in generated if s.num_masked > 0]
+        stats.dropped_no_masked_tokens = len(generated) - len(ordered)
     else:
-        samples = tokenize_conversations(tokenizer, train_conversations, max_length=config.max_length)
+        samples = tokenize_conversations(
+            tokenizer, [*train_conversations, *(r.conversation for r in reused)], max_length=config.max_length
+        )
         stats.dropped_no_masked_tokens = samples.dropped_no_masked_tokens
         stats.dropped_template_errors = samples.dropped_template_errors
         stats.truncated = samples.truncated
@@ -431,3 +497,43 @@ def prepare_data(
     stats.train_tokens = sum(len(s.input_ids) for s in train_samples)
     stats.train_masked_tokens = sum(s.num_masked for s in train_samples)
     return PreparedData(train=train_samples, eval=eval_samples, stats=stats, stopped=stopped)
+
+
+def _reusable(
+    config: TrainConfig, heldout: Sequence[Conversation], stats: DataStats
+) -> tuple[list[DistilledRecord], frozenset[str]]:
+    """Earlier runs' distilled records this run may train on (none distilled from a conversation
+    that this run's split holds out), and every origin they answer."""
+    if not config.distilled_paths:
+        return [], frozenset()
+    distilled = read_distilled(config.distilled_paths)
+    held_out = {content_key(c) for c in heldout}
+    kept = [r for r in distilled.records if r.origin not in held_out]
+    stats.distilled_reused_heldout = len(distilled.records) - len(kept)
+    return kept, frozenset(r.origin for r in distilled.records)
+
+
+def _reused_samples(
+    config: TrainConfig, tokenizer: PreTrainedTokenizerBase, records: Sequence[DistilledRecord]
+) -> list[TokenizedConversation]:
+    """Reused records labelled as this run labels its own distillation with
+    regenerate_turns=last: loss on the reply (and on the context with context_loss), over the
+    exact tokens the target produced; a record without them is tokenised like any conversation
+    (loss on its assistant turns)."""
+    opening = fixed_opening(tokenizer) if config.context_loss else None
+    samples: list[TokenizedConversation] = []
+    without_ids: list[Conversation] = []
+    for record in records:
+        if record.input_ids is None or record.reply_from is None:
+            without_ids.append(record.conversation)
+            continue
+        prompt, reply = record.input_ids[: record.reply_from], record.input_ids[record.reply_from :]
+        mask = distilled_loss_mask(prompt, len(reply), opening)
+        samples.append(TokenizedConversation(record.input_ids, mask, record.conversation.source))
+    samples.extend(tokenize_conversations(tokenizer, without_ids, max_length=config.max_length))
+    return samples
+
+
+def _file_name(source: str) -> str:
+    """The file of a ``path:line`` source."""
+    return Path(source.rsplit(":", 1)[0]).name

@@ -5,6 +5,8 @@ The four SageMaker workflows are one call with different inputs: built-in or own
 Checkpoints are mirrored to the job's staging prefix as the trainer writes them, so a
 redelivered job resumes from the last one; once training has finished, its result and the
 exported head are staged too and a redelivered job skips straight past this stage.
+With a distillation cache (worker.distillation_cache), a job that distils first downloads
+what earlier jobs distilled for the same key, and adds what it distilled itself.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from typing import Any
 
 from core.job_errors import JobFailedError
 from core.output_layout import HEAD_DIR, HEAD_FILES, TRAIN_RESULT, TRAIN_RUN, TRAINING_METRICS
+from core.s3 import S3Location, s3_client
+from core.s3_store import S3Store
 from trainer.config import TrainConfig
-from trainer.eagle.data import HELDOUT_FILE, PREPARED_DIR, data_fingerprint
+from trainer.eagle.data import HELDOUT_FILE, PREPARED_DIR, REGENERATED_FILE, data_fingerprint
 from trainer.eagle.reporting import TrainResult
 from trainer.train import HEAD_DIRNAME, METRICS_FILE, train
 from worker.artifacts import TrainOutput, required
 from worker.context import JobContext
+from worker.distillation_cache import JobCacheUse
 from worker.run_sync import RunDirectorySync
 from worker.train_plan import build_train_config, training_budget_minutes
 from worker.training_progress import TrainingProgress
@@ -29,6 +34,7 @@ from worker.training_progress import TrainingProgress
 logger = logging.getLogger(__name__)
 
 RUN_DIRNAME = "train"
+DISTILLED_DIRNAME = "distillation-cache"  # the cache's parts this job reads, beside the run directory
 
 
 def train_head(ctx: JobContext) -> None:
@@ -46,6 +52,14 @@ def train_head(ctx: JobContext) -> None:
         ctx.knobs, seconds_left=ctx.seconds_left(), trained_seconds=trained_seconds
     )
     config = _config(ctx, run_dir, budget)
+    cache = _distillation_cache(ctx, config)
+    if cache is not None:
+        ctx.report(
+            f"Distillation cache entry {cache.key}: reusing {len(cache.reused_parts)} parts", fraction=0.0
+        )
+        config = config.model_copy(
+            update={"distilled_paths": cache.download(ctx.work_dir / DISTILLED_DIRNAME)}
+        )
     _drop_prepared_samples_of_other_inputs(run_dir, data_fingerprint(config))
     progress = TrainingProgress(
         ctx, budget_seconds=None if budget is None else budget * 60, on_step=sync.sync
@@ -62,7 +76,7 @@ def train_head(ctx: JobContext) -> None:
         raise RuntimeError("the trainer stopped although neither a stop nor the deadline was reached")
     if result.files.head_dir is None:
         raise RuntimeError("the trainer finished without exporting a head")
-    _stage_outputs(ctx, run_dir, result)
+    _stage_outputs(ctx, run_dir, result, cache)
 
 
 def _config(ctx: JobContext, run_dir: Path, budget_minutes: float | None) -> TrainConfig:
@@ -80,6 +94,25 @@ def _config(ctx: JobContext, run_dir: Path, budget_minutes: float | None) -> Tra
     )
 
 
+def _distillation_cache(ctx: JobContext, config: TrainConfig) -> JobCacheUse | None:
+    """The operator's distillation cache, for a job that distils; None without either."""
+    uri = ctx.settings.distillation_cache_uri
+    if uri is None or not config.regenerate:
+        return None
+    model = required(ctx.artifacts.model, "the base model")
+    # The service's own identity, not the job's role: the cache is shared by every account.
+    store = S3Store(s3_client(ctx.settings, region=ctx.job.region))
+    return JobCacheUse.open(
+        store,
+        S3Location.parse(uri, field="EAGLENEST_DISTILLATION_CACHE_URI"),
+        job=ctx.job,
+        model=model.snapshot,
+        model_uri=model.location.uri,
+        data=required(ctx.artifacts.data, "the training data").snapshot,
+        config=config,
+    )
+
+
 def _drop_prepared_samples_of_other_inputs(run_dir: Path, fingerprint: str) -> None:
     """Restored samples prepared from other local paths (another cache directory) would be
     refused by the trainer; it prepares them again from the same data instead."""
@@ -90,7 +123,7 @@ def _drop_prepared_samples_of_other_inputs(run_dir: Path, fingerprint: str) -> N
             path.unlink()
 
 
-def _stage_outputs(ctx: JobContext, run_dir: Path, result: TrainResult) -> None:
+def _stage_outputs(ctx: JobContext, run_dir: Path, result: TrainResult, cache: JobCacheUse | None) -> None:
     layout = ctx.layout
     head_dir = run_dir / HEAD_DIRNAME
     ctx.report("Staging the trained head and its metrics", fraction=0.99)
@@ -98,6 +131,9 @@ def _stage_outputs(ctx: JobContext, run_dir: Path, result: TrainResult) -> None:
         ctx.s3.upload_file(head_dir / name, layout.staged(HEAD_DIR + name))
     ctx.s3.upload_file(run_dir / METRICS_FILE, layout.staged(TRAINING_METRICS))
     document = result.model_dump(mode="json")
+    if cache is not None:
+        # Before the marker: a job redelivered after this point adds (rewrites) the same part again.
+        document["distillation_cache"] = cache.publish(run_dir / REGENERATED_FILE, document["data_stats"])
     # The marker goes last: its presence means the head and metrics above are complete.
     ctx.s3.put_json(document, layout.staged(TRAIN_RESULT))
     _set_output(ctx, run_dir, document)

@@ -56,6 +56,7 @@ def other_account(client_stack: ClientStack, worker_session_factory: sessionmake
     other = OtherAccount(credentials=credentials, job_name=f"other-{uuid.uuid4().hex[:8]}")
     request = create_optimization_job_request(
         OptimizationJobName=other.job_name,
+        RoleArn=credentials.role_arn,
         ModelSource={"S3": {"S3Uri": f"s3://{client_stack.bucket}/models/nothing-here/"}},
         OutputConfig={"S3OutputLocation": f"s3://{client_stack.bucket}/other/"},
     )

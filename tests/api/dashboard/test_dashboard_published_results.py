@@ -11,9 +11,10 @@ from sqlalchemy.orm import Session
 from api.dashboard.published_results import read_job_results
 from db.models.optimization_job import OptimizationJob
 from db.models.optimization_job_status import OptimizationJobStatus as Status
+from db.queries.role import RoleCredentials
 from db.settings import Settings
 from stack.seaweedfs import S3Endpoint
-from tests.factories.accounts import create_account
+from tests.factories.accounts import TEST_ROLE_S3_CREDENTIALS, create_account
 from tests.factories.optimization_jobs import create_optimization_job
 
 
@@ -55,12 +56,23 @@ def job(db_session: Session, s3_bucket: str) -> OptimizationJob:
     )
 
 
+def role_of(job: OptimizationJob) -> RoleCredentials:
+    """The credentials of the job's role (every test account's role stands for the test S3 key)."""
+    return RoleCredentials(job.role_arn, *TEST_ROLE_S3_CREDENTIALS)
+
+
+def test_results_of_a_job_whose_role_is_gone_are_not_read(job: OptimizationJob, settings: Settings) -> None:
+    results = read_job_results(job, settings=settings, role=None)
+    assert not results.available
+    assert results.reason == f"the job's role {job.role_arn} is no longer registered to the account"
+
+
 def put_json(s3_client: Any, bucket: str, key: str, document: Any) -> None:
     s3_client.put_object(Bucket=bucket, Key=key, Body=json.dumps(document).encode())
 
 
 def test_no_lineage_means_no_results(job: OptimizationJob, settings: Settings, s3_bucket: str) -> None:
-    results = read_job_results(job, settings=settings)
+    results = read_job_results(job, settings=settings, role=role_of(job))
     assert results.available is False
     assert results.output_location == f"s3://{s3_bucket}/out/"
     assert results.reason == f"s3://{s3_bucket}/out/lineage.json does not exist (yet)"
@@ -72,7 +84,7 @@ def test_a_lineage_of_another_job_is_not_this_jobs_result(
     put_json(
         s3_client, s3_bucket, "out/lineage.json", {"job": {"arn": "arn:aws:sagemaker:x:1:optimization-job/y"}}
     )
-    results = read_job_results(job, settings=settings)
+    results = read_job_results(job, settings=settings, role=role_of(job))
     assert results.available is False
     assert results.reason == f"s3://{s3_bucket}/out/lineage.json belongs to another job, not {job.arn}"
 
@@ -89,7 +101,7 @@ def test_published_results_give_the_table_and_every_artifact(
     put_json(s3_client, s3_bucket, "out/lineage.json", {"job": {"arn": job.arn}, "outputs": outputs})
     rows = [benchmark_row("No EAGLE", 1, 100.0), benchmark_row("Trained EAGLE", 1, 180.0)]
     put_json(s3_client, s3_bucket, "out/benchmark/results.json", {"rows": rows})
-    results = read_job_results(job, settings=settings)
+    results = read_job_results(job, settings=settings, role=role_of(job))
     assert results.available is True
     assert [(a.path, a.uri) for a in results.artifacts] == [(outputs[0]["path"], outputs[0]["uri"])]
     table = [
@@ -103,7 +115,7 @@ def test_a_broken_results_file_is_named(
 ) -> None:
     put_json(s3_client, s3_bucket, "out/lineage.json", {"job": {"arn": job.arn}, "outputs": []})
     s3_client.put_object(Bucket=s3_bucket, Key="out/benchmark/results.json", Body=b"{not json")
-    results = read_job_results(job, settings=settings)
+    results = read_job_results(job, settings=settings, role=role_of(job))
     assert results.available is False
     assert results.reason is not None
     assert f"s3://{s3_bucket}/out/benchmark/results.json is not valid JSON" in results.reason

@@ -22,7 +22,7 @@ from tests.fixtures.live_server import LiveServer
 
 
 def create_job(server: LiveServer, account: AccountCredentials, name: str) -> None:
-    body = create_optimization_job_request(OptimizationJobName=name)
+    body = create_optimization_job_request(OptimizationJobName=name, RoleArn=account.role_arn)
     created = rest_call("POST", server.url, "/v1/optimization-jobs", account, body)
     assert created.status_code == 200, created.text
 
@@ -148,7 +148,7 @@ def test_the_training_curve_and_results_are_per_account(
 def test_models_are_described_with_their_channels(
     live_server: LiveServer, account: AccountCredentials
 ) -> None:
-    body = create_model_request(ModelName="dash-model")
+    body = create_model_request(ModelName="dash-model", ExecutionRoleArn=account.role_arn)
     assert rest_call("POST", live_server.url, "/v1/models", account, body).status_code == 200
     models = get(live_server, account, "/dashboard/api/models").json()["Models"]
     assert [model["ModelName"] for model in models] == ["dash-model"]
