@@ -73,12 +73,17 @@ def account_identities(session: Session, *, shared_buckets: tuple[str, ...]) -> 
     ]
 
 
+def read_admin_credentials(s3_root: Path) -> S3Credentials:
+    """The service's own S3 key of this state directory; FileNotFoundError before the first start."""
+    stored = json.loads((s3_root / ADMIN_CREDENTIALS_FILE).read_text())
+    return S3Credentials(stored["accessKey"], stored["secretKey"])
+
+
 def load_or_create_admin_credentials(s3_root: Path) -> S3Credentials:
     """The service's own S3 key of this state directory (created once, kept 0600)."""
+    if (s3_root / ADMIN_CREDENTIALS_FILE).is_file():
+        return read_admin_credentials(s3_root)
     path = s3_root / ADMIN_CREDENTIALS_FILE
-    if path.is_file():
-        stored = json.loads(path.read_text())
-        return S3Credentials(stored["accessKey"], stored["secretKey"])
     credentials = S3Credentials("EAGLENEST" + secrets.token_hex(8).upper(), secrets.token_urlsafe(30))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch(mode=0o600)

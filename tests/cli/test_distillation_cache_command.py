@@ -97,3 +97,12 @@ def test_entries_written_now_list_in_key_order(cache_uri: str, s3_client: Any, t
         f"s3://models/{'a' * 32}/",
         f"s3://models/{'c' * 32}/",
     ]
+
+
+def test_a_state_dir_without_a_running_stack_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["distillation-cache", "list", "--state-dir", str(tmp_path / "state")]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"error: no embedded stack in {tmp_path / 'state'} (")
+    assert "start `eaglenest up`" in out

@@ -17,7 +17,9 @@ import psutil
 import pytest
 from botocore.exceptions import ClientError
 
+from core.s3 import S3Location
 from db.settings import Settings
+from stack.embedded import EMBEDDED_DISTILLATION_CACHE_URI
 from stack.ports import free_port
 from stack.stack_file import StackInfo, read_stack_file, stack_file_path
 from worker.app import get_celery_app
@@ -158,6 +160,22 @@ def test_the_embedded_stack_serves_jobs_and_stops_cleanly(stack: RunningStack) -
     while "revoke-probe-task-id" not in worker_log.read_text() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert "revoke-probe-task-id" in worker_log.read_text()
+
+    # The stack made its distillation cache's bucket, which its own admin key reaches and the
+    # development key does not.
+    cache = subprocess.run(
+        [sys.executable, "-m", "cli.main", "distillation-cache", "list", "--state-dir", info.state_dir],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env={key: value for key, value in os.environ.items() if not key.startswith("EAGLENEST_")},
+        timeout=60,
+        check=False,
+    )
+    assert cache.returncode == 0, cache.stdout + cache.stderr
+    assert cache.stdout.strip() == f"{EMBEDDED_DISTILLATION_CACHE_URI}: no entries"
+    with pytest.raises(ClientError, match="AccessDenied"):
+        s3.list_objects_v2(Bucket=S3Location.parse(EMBEDDED_DISTILLATION_CACHE_URI, field="cache").bucket)
 
     # SIGTERM stops everything: no child or grandchild survives, stack.json is gone.
     children = psutil.Process(stack.process.pid).children(recursive=True)
