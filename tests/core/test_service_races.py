@@ -146,6 +146,12 @@ def job_in(database: Database, principal: Principal, *path: Status) -> tuple[int
     return job.id, job.name
 
 
+def losers_of_one_winner(outcomes: list[BaseException | None]) -> list[BaseException]:
+    """The errors of the callers that lost, after checking that exactly one caller succeeded."""
+    assert outcomes.count(None) == 1, outcomes
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
 def test_parallel_deletes_of_a_job_have_one_winner(database: Database, principal: Principal) -> None:
     job_id, name = job_in(database, principal, Status.FAILED)
 
@@ -156,11 +162,9 @@ def test_parallel_deletes_of_a_job_have_one_winner(database: Database, principal
     with before_first_write(database.engine, all_callers_have_read(CALLERS)):
         outcomes = race(CALLERS, delete)
 
-    assert outcomes.count(None) == 1
-    for outcome in outcomes:
-        if outcome is not None:
-            assert isinstance(outcome, ResourceNotFound), outcome
-            assert str(outcome) == f'Could not find optimization job "{name}".'
+    for loser in losers_of_one_winner(outcomes):
+        assert isinstance(loser, ResourceNotFound), loser
+        assert str(loser) == f'Could not find optimization job "{name}".'
     with database.factory() as session:
         assert get_optimization_job_by_id(session, job_id=job_id) is None
 
@@ -178,11 +182,9 @@ def test_parallel_deletes_of_a_model_have_one_winner(database: Database, princip
     with before_first_write(database.engine, all_callers_have_read(CALLERS)):
         outcomes = race(CALLERS, delete)
 
-    assert outcomes.count(None) == 1
-    for outcome in outcomes:
-        if outcome is not None:
-            assert isinstance(outcome, ValidationException), outcome
-            assert str(outcome).startswith("Could not find model"), outcome
+    for loser in losers_of_one_winner(outcomes):
+        assert isinstance(loser, ValidationException), loser
+        assert str(loser).startswith("Could not find model"), loser
     with database.factory() as session:
         assert get_sagemaker_model_by_name(session, account_id=principal.account_id, name=name) is None
 
