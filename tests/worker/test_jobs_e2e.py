@@ -40,11 +40,9 @@ BUILTIN_DATASET = "tiny_chat"
 def module_worker(
     worker_settings: Settings, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ManagedProcess]:
-    # Two concurrency levels (the session's worker benchmarks one): the published results
-    # are checked row by row for each level.
-    overrides = {**worker_settings.benchmark_overrides, "concurrency": [1, 2]}
-    settings = worker_settings.model_copy(update={"benchmark_overrides": overrides})
-    process = launch_celery_worker(settings, tmp_path_factory.mktemp("e2e-worker") / "worker.log", "e2e")
+    process = launch_celery_worker(
+        worker_settings, tmp_path_factory.mktemp("e2e-worker") / "worker.log", "e2e"
+    )
     yield process
     process.stop()
 
@@ -187,7 +185,7 @@ def _check_recommendation(results: dict[str, Any]) -> None:
 
 def _check_benchmark(published: Published, *, model_uri: str, output_uri: str) -> None:
     """results.json, results.csv and lineage of a from-scratch job's serving benchmark."""
-    # A row per configuration and concurrency level (this module's worker's levels are 1 and 2).
+    # A row per configuration and concurrency level (the test worker's levels are 1 and 2).
     results = published.results
     rows = {(row["configuration"], row["concurrency"]): row for row in results["rows"]}
     # The trained head adaptive (its engine's default) and at the job's K=3 (the test worker's
