@@ -21,7 +21,8 @@ from core.model_source import parse_s3_uri
 from core.s3 import S3Location
 
 HEAD_DIR = "eagle_model/"
-HEAD_FILES = ("config.json", "model.safetensors")
+HEAD_CONFIG = "config.json"
+HEAD_FILES = (HEAD_CONFIG, "model.safetensors")
 BENCHMARK_JSON = "benchmark/results.json"
 BENCHMARK_CSV = "benchmark/results.csv"
 TRAINING_METRICS = "training/metrics.jsonl"

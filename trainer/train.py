@@ -601,8 +601,13 @@ class _Trainer:
         with self.run.timed("export"):
             if best is not None:
                 load_head_weights(best, self.head)
+            config = self.run.config
             return export_head(
-                self.head, self.run.config.out_dir / HEAD_DIRNAME, dtype=_DTYPES[self.run.config.export_dtype]
+                self.head,
+                config.out_dir / HEAD_DIRNAME,
+                dtype=_DTYPES[config.export_dtype],
+                trained_speculative_tokens=config.ttt_steps,
+                verifier=str(config.model_dir),
             )
 
     def summary(self) -> TrainingSummary:

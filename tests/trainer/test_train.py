@@ -21,6 +21,7 @@ from trainer.config import TrainConfig
 from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.checkpoint import latest_checkpoint, read_checkpoint_state
 from trainer.eagle.reporting import TrainProgress, TrainResult
+from trainer.eagle.serving_settings import recorded_speculative_tokens, served_speculative_tokens
 from trainer.eagle.validate import validate_head
 from trainer.train import _draft_vocab, train
 
@@ -182,6 +183,17 @@ def test_no_resume_starts_over(tiny_llama_dir: Path, data: Path, tmp_path: Path)
     assert again.training.resumed_from_step is None
     assert again.training.steps == 4
     assert len(metrics(tmp_path / "run")) == 4
+
+
+def test_the_exported_head_serves_with_the_k_it_trained(
+    tiny_llama_dir: Path, data: Path, tmp_path: Path
+) -> None:
+    result = train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=1, ttt_steps=2))
+    assert result.files.head_dir is not None
+    exported = json.loads((Path(result.files.head_dir) / "config.json").read_text())
+    assert served_speculative_tokens(exported) == 2
+    assert recorded_speculative_tokens(exported).trained == 2
+    assert exported["speculators_config"]["verifier"]["name_or_path"] == str(tiny_llama_dir)
 
 
 def test_fine_tuning_keeps_the_heads_draft_vocabulary(

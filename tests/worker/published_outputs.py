@@ -12,7 +12,9 @@ from typing import Any
 
 from transformers import AutoConfig
 
+from trainer.eagle.serving_settings import recorded_speculative_tokens, served_speculative_tokens
 from trainer.eagle.validate import validate_head
+from worker.head_serving import recommended_tokens
 
 EXPECTED_FILES = {
     "eagle_model/config.json",
@@ -66,6 +68,22 @@ def read_published(
     # The published head is a valid native EAGLE-3 head for this target.
     validate_head(tmp / "eagle_model", AutoConfig.from_pretrained(target_dir))
     results = json.loads((tmp / "benchmark/results.json").read_text())
+    _check_serving_settings(
+        json.loads((tmp / "eagle_model/config.json").read_text()), results, lineage, output_uri
+    )
     csv_rows = list(csv.DictReader(io.StringIO((tmp / "benchmark/results.csv").read_text())))
     metrics = [json.loads(line) for line in (tmp / "training/metrics.jsonl").read_text().splitlines()]
     return Published(lineage=lineage, results=results, csv_rows=csv_rows, metrics=metrics, keys=keys)
+
+
+def _check_serving_settings(
+    config: dict[str, Any], results: dict[str, Any], lineage: dict[str, Any], output_uri: str
+) -> None:
+    """The head's config serves with the K the benchmark recommends (rewritten at publish) and
+    records the K it trained with, for the base model it was trained on."""
+    trained = lineage["hyperparameters"]["ttt_steps"]
+    expected = recommended_tokens(results, head_uri=output_uri + "eagle_model/", trained=trained)
+    assert expected.recommended is not None, "the benchmark measured no fixed K for the trained head"
+    assert recorded_speculative_tokens(config) == expected
+    assert served_speculative_tokens(config) == expected.recommended
+    assert config["speculators_config"]["verifier"]["name_or_path"] == lineage["source_model"]["uri"]

@@ -14,11 +14,23 @@ from transformers import PreTrainedModel
 from trainer.eagle.capture import input_embedding_weight
 from trainer.eagle.head_format import CONFIG_FILE, WEIGHTS_FILE, export_config, head_tensors
 from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.serving_settings import SpeculativeTokens, with_serving_settings
 from trainer.eagle.validate import read_head_tensors, validate_head
 
 
-def export_head(model: Eagle3DraftModel, out_dir: Path | str, *, dtype: torch.dtype = torch.float32) -> Path:
+def export_head(
+    model: Eagle3DraftModel,
+    out_dir: Path | str,
+    *,
+    dtype: torch.dtype = torch.float32,
+    trained_speculative_tokens: int | None = None,
+    verifier: str | None = None,
+) -> Path:
     """Write ``config.json`` + ``model.safetensors`` into ``out_dir``, replacing what was there.
+
+    The config carries the serving settings (trainer.eagle.serving_settings): K is the
+    trained one, ``trained_speculative_tokens`` (TTT steps), until a benchmark recommends
+    another; ``verifier`` names the target the head drafts for (its path or id).
 
     Written into a sibling temporary directory first and renamed, so a reader (or a
     crash) never sees half a head.
@@ -32,7 +44,11 @@ def export_head(model: Eagle3DraftModel, out_dir: Path | str, *, dtype: torch.dt
         for name, tensor in head_tensors(model).items()
     }
     save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
-    config = export_config(model.config, dtype=dtype)
+    config = with_serving_settings(
+        export_config(model.config, dtype=dtype),
+        SpeculativeTokens(trained=trained_speculative_tokens),
+        verifier_name_or_path=verifier,
+    )
     (staging / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
     if out_dir.exists():
         shutil.rmtree(out_dir)

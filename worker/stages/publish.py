@@ -2,7 +2,8 @@
 
 Order matters for readers of the output location:
 1. an old lineage.json there is deleted first (the location is about to change);
-2. each staged file is copied to its final key;
+2. the head's config.json is rewritten with the K the benchmark recommends (worker.head_serving)
+   and staged again, then each staged file is copied to its final key;
 3. OutputConfig.SageMakerModel, if asked for, is created pointing at the new head;
 4. lineage.json - the commit marker - is written, listing every file with its sha256;
 5. OptimizationOutput is recorded and the staging prefix is deleted.
@@ -17,12 +18,14 @@ from pathlib import Path
 from core.output_layout import (
     BENCHMARK_CSV,
     BENCHMARK_JSON,
+    HEAD_CONFIG,
     HEAD_DIR,
     HEAD_FILES,
     TRAINING_METRICS,
 )
 from worker.artifacts import required
 from worker.context import JobContext
+from worker.head_serving import write_recommended_tokens
 from worker.lineage import PublishedFile, build_lineage
 from worker.output_model import OutputModel, create_output_model, output_model_request
 
@@ -32,6 +35,7 @@ def publish_outputs(ctx: JobContext) -> None:
     if ctx.artifacts.published_lineage is None:
         if ctx.s3.head(layout.lineage) is not None:
             ctx.s3.delete(layout.lineage)
+        _write_serving_k(ctx)
         outputs = _copy_outputs(ctx)
         output_model = _create_output_model(ctx)
         ctx.report(f"Committing {layout.lineage.uri}", fraction=0.9)
@@ -48,6 +52,26 @@ def publish_outputs(ctx: JobContext) -> None:
     )
     removed = ctx.s3.delete_prefix(layout.staging)
     ctx.report(f"Published to {layout.final.uri} ({removed} staged files cleaned up)", fraction=1.0)
+
+
+def _write_serving_k(ctx: JobContext) -> None:
+    """The head's config gets the recommended K; deterministic, so a redelivered publish
+    writes the same bytes (and lineage's sha256 stays right)."""
+    train = required(ctx.artifacts.train, "the training result")
+    benchmark = required(ctx.artifacts.benchmark, "the benchmark report")
+    model = required(ctx.artifacts.model, "the base model")
+    config_path = train.head_dir / HEAD_CONFIG
+    tokens = write_recommended_tokens(
+        config_path,
+        benchmark.report,
+        head_uri=ctx.layout.head_uri,
+        trained=train.result.get("hyperparameters", {}).get("ttt_steps"),
+        verifier=model.location.uri,
+    )
+    ctx.s3.upload_file(config_path, ctx.layout.staged(HEAD_DIR + HEAD_CONFIG))
+    ctx.report(
+        f"Head config: serve with K={tokens.served} ({tokens.reason or 'the trained K'})", fraction=0.05
+    )
 
 
 def _local_outputs(ctx: JobContext) -> dict[str, Path]:
