@@ -24,7 +24,7 @@ from core.sagemaker.shapes.optimization_jobs import CreateOptimizationJobRequest
 from core.sagemaker.validation import ConstraintViolation
 from core.services.listing import page_request
 from core.services.pagination import encode_next_token
-from core.services.request_checks import require_s3_uri, require_unique_tag_keys
+from core.services.request_checks import require_s3_uri, require_valid_tags
 from core.services.resource_tags import tag_new_resource
 from core.services.roles import require_account_role
 from core.services.sagemaker_models import model_not_found
@@ -158,7 +158,7 @@ def create_job(
     _check_optimization_configs(request)
     _check_environment(request.optimization_environment)
     require_s3_uri(request.output_config.s3_output_location, "outputConfig.s3OutputLocation")
-    require_unique_tag_keys(request.tags)
+    require_valid_tags(request.tags)
     require_account_role(session, principal=principal, role_arn=request.role_arn)
     source_container = _resolve_model_source(session, principal, request)
     active = count_active_optimization_jobs(session, account_id=principal.account_id)

@@ -7,6 +7,31 @@ from collections.abc import Sequence
 
 from core.sagemaker.errors import ValidationException
 from core.sagemaker.shapes.common import Tag
+from core.sagemaker.validation import ConstraintViolation
+
+# AWS's own tag keys start with this (case-insensitively); no request may set or delete one.
+RESERVED_TAG_KEY_PREFIX = "aws:"
+
+
+def require_valid_tags(tags: Sequence[Tag] | None) -> None:
+    """The Tags member of AddTags and every Create*: unique keys, none of them AWS's own."""
+    require_unique_tag_keys(tags)
+    require_user_tag_keys([tag.key for tag in tags or []], "tags.{}.member.key")
+
+
+def require_user_tag_keys(keys: Sequence[str], path: str) -> None:
+    """``path`` formats a 1-based index into the member path (``tags.{}.member.key``)."""
+    violations = [
+        ConstraintViolation(
+            path.format(index),
+            key,
+            f"Member must not start with the reserved prefix '{RESERVED_TAG_KEY_PREFIX}'",
+        )
+        for index, key in enumerate(keys, start=1)
+        if key.lower().startswith(RESERVED_TAG_KEY_PREFIX)
+    ]
+    if violations:
+        raise ValidationException.from_violations(violations)
 
 
 def require_unique_tag_keys(tags: Sequence[Tag] | None) -> None:

@@ -15,7 +15,7 @@ from core.sagemaker.errors import ValidationException
 from core.sagemaker.shapes.sagemaker_models import ContainerDefinition, CreateModelInput, ListModelsInput
 from core.services.listing import page_request
 from core.services.pagination import encode_next_token
-from core.services.request_checks import require_unique_tag_keys
+from core.services.request_checks import require_valid_tags
 from core.services.resource_tags import tag_new_resource
 from core.services.roles import require_account_role
 from db.arns import sagemaker_model_arn
@@ -88,7 +88,7 @@ def create_model(session: Session, *, principal: Principal, request: CreateModel
         _check_container(request.primary_container, "primaryContainer")
     for index, container in enumerate(request.containers or [], start=1):
         _check_container(container, f"containers.{index}.member")
-    require_unique_tag_keys(request.tags)
+    require_valid_tags(request.tags)
     if request.execution_role_arn is not None:
         require_account_role(session, principal=principal, role_arn=request.execution_role_arn)
     arn = model_arn(principal, request.model_name)

@@ -6,7 +6,6 @@ Like the other services these never commit: the request's unit of work does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
@@ -16,9 +15,8 @@ from core.principal import Principal
 from core.sagemaker.errors import ResourceLimitExceeded, ResourceNotFound, ValidationException
 from core.sagemaker.shapes.common import Tag
 from core.sagemaker.shapes.tags import AddTagsInput, DeleteTagsInput, ListTagsInput
-from core.sagemaker.validation import ConstraintViolation
 from core.services.pagination import TokenScope, decode_next_token, encode_next_token, query_fingerprint
-from core.services.request_checks import require_unique_tag_keys
+from core.services.request_checks import require_user_tag_keys, require_valid_tags
 from db.arns import sagemaker_arn
 from db.models.optimization_job import OptimizationJob
 from db.models.resource_tag import ResourceTag
@@ -32,9 +30,8 @@ from db.queries.resource_tag import (
 )
 from db.queries.sagemaker_model import get_sagemaker_model_by_name
 
-# AWS's tagging limits: 50 user tags per resource; the "aws:" prefix is AWS's own.
+# AWS's tagging limit: 50 user tags per resource (the "aws:" prefix is checked in request_checks).
 MAX_TAGS_PER_RESOURCE = 50
-RESERVED_KEY_PREFIX = "aws:"
 DEFAULT_MAX_RESULTS = 50
 # The resource types (the ARN's resource part before the "/") that carry tags here.
 TAGGABLE_TYPES = {"model": "model", "optimization-job": "optimization job"}
@@ -78,23 +75,9 @@ def _find_resource(session: Session, *, principal: Principal, arn: str) -> Tagge
     return resource
 
 
-def _require_user_keys(keys: Sequence[str], path: str) -> None:
-    """``path`` formats a 1-based index into the member path (``tags.{}.member.key``)."""
-    violations = [
-        ConstraintViolation(
-            path.format(index), key, f"Member must not start with the reserved prefix '{RESERVED_KEY_PREFIX}'"
-        )
-        for index, key in enumerate(keys, start=1)
-        if key.lower().startswith(RESERVED_KEY_PREFIX)
-    ]
-    if violations:
-        raise ValidationException.from_violations(violations)
-
-
 def add_tags(session: Session, *, principal: Principal, request: AddTagsInput) -> list[Tag]:
     """Add or overwrite tags; the resource may end up with at most 50. Returns the tags added."""
-    require_unique_tag_keys(request.tags)
-    _require_user_keys([tag.key for tag in request.tags], "tags.{}.member.key")
+    require_valid_tags(request.tags)
     resource = _find_resource(session, principal=principal, arn=request.resource_arn)
     try:
         # Serialises concurrent AddTags on one resource, so the limit holds (a no-op on SQLite).
@@ -132,6 +115,6 @@ def list_tags(session: Session, *, principal: Principal, request: ListTagsInput)
 
 def delete_tags(session: Session, *, principal: Principal, request: DeleteTagsInput) -> None:
     """Remove these keys; keys the resource does not have are not an error."""
-    _require_user_keys(request.tag_keys, "tagKeys.{}.member")
+    require_user_tag_keys(request.tag_keys, "tagKeys.{}.member")
     resource = _find_resource(session, principal=principal, arn=request.resource_arn)
     delete_resource_tag_keys(session, resource_arn=resource.arn, keys=request.tag_keys)

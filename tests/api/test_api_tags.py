@@ -229,6 +229,40 @@ def test_validation_errors(
 
 
 @pytest.mark.parametrize(
+    ("operation", "request_factory", "name_member"),
+    [
+        ("CreateModel", create_model_request, "ModelName"),
+        ("CreateOptimizationJob", create_optimization_job_request, "OptimizationJobName"),
+    ],
+)
+def test_create_refuses_a_reserved_tag_key_as_add_tags_does(
+    *,
+    sagemaker: Any,
+    live_server: LiveServer,
+    account: AccountCredentials,
+    operation: str,
+    request_factory: Callable[..., dict[str, Any]],
+    name_member: str,
+) -> None:
+    body = request_factory(
+        Tags=[{"Key": "team", "Value": "ml"}, {"Key": "AWS:CloudFormation:stack", "Value": "x"}]
+    )
+    response = call_operation(live_server.url, account, operation, body)
+    assert raw_error(response) == (
+        400,
+        "ValidationException",
+        "1 validation error detected: Value 'AWS:CloudFormation:stack' at 'tags.2.member.key' failed to "
+        "satisfy constraint: Member must not start with the reserved prefix 'aws:'",
+    )
+    # Refused before anything was created.
+    if operation == "CreateModel":
+        assert sagemaker.list_models(NameContains=body[name_member])["Models"] == []
+    else:
+        listed_jobs = sagemaker.list_optimization_jobs(NameContains=body[name_member])
+        assert listed_jobs["OptimizationJobSummaries"] == []
+
+
+@pytest.mark.parametrize(
     "resource",
     ["endpoint/my-endpoint", "training-job/job-1", "model", "model/", "optimization-job"],
 )
