@@ -27,6 +27,10 @@ logger = logging.getLogger(__name__)
 SNAPSHOT_FILE = ".eaglenest-snapshot.json"
 
 DownloadProgress = Callable[[int, int], None]  # (bytes done, bytes total)
+# The layout an archive is unpacked to is part of its entry's name: from v2 on, a single
+# top-level folder is lifted (worker.model_archive). A v1 entry of such an archive still holds
+# the folder, and reusing it would fail validation again.
+UNPACKED_LAYOUT = "unpacked-v2"
 
 
 def cache_root(settings: Settings) -> Path:
@@ -39,6 +43,9 @@ class ArtifactCache:
 
     def path_for(self, kind: str, snapshot: S3Snapshot) -> Path:
         return self.root / kind / snapshot.digest
+
+    def archive_path_for(self, kind: str, snapshot: S3Snapshot) -> Path:
+        return self.root / kind / f"{snapshot.digest}-{UNPACKED_LAYOUT}"
 
     def fetch(
         self,
@@ -84,7 +91,7 @@ class ArtifactCache:
         if len(snapshot.entries) != 1:
             raise ValueError(f"an archive snapshot holds exactly one object, got {len(snapshot.entries)}")
         entry = snapshot.entries[0]
-        final = self.path_for(kind, snapshot)
+        final = self.archive_path_for(kind, snapshot)
         if final.is_dir():
             logger.info("cache hit for %s: %s", snapshot.source, final)
             return final

@@ -4,12 +4,17 @@ The archive comes from the user, so every member is checked before anything is w
 it must be a regular file or a directory, stay inside the target directory, and the
 archive's unpacked total must stay under a cap. A refusal names the archive and the member.
 Python's ``filter="data"`` extraction stays on as a second line of defence.
+
+SageMaker users often tar the model's folder rather than its files (``tar czf model.tar.gz
+my-model/``); an archive whose members all sit under one top-level folder is unpacked as if
+that folder's contents had been archived, so the model files land at the directory's root.
 """
 
 from __future__ import annotations
 
 import os
 import tarfile
+import uuid
 from pathlib import Path, PurePosixPath
 
 from core.job_errors import JobFailedError
@@ -59,7 +64,23 @@ def unpack_model_archive(archive: Path, target: Path, *, uri: str, max_unpacked_
                     ) from error
     except (tarfile.TarError, EOFError, OSError) as error:
         raise JobFailedError(f"Model archive {uri} is not a readable tar.gz archive: {error}") from error
+    _lift_single_top_folder(root)
     return total
+
+
+def _lift_single_top_folder(root: Path) -> None:
+    """When ``root`` holds exactly one entry and it is a folder, move that folder's contents up.
+
+    The folder is first renamed to a name of our own, so a child with the folder's own name
+    (``model/model/``) is moved up without clashing with its parent.
+    """
+    entries = list(root.iterdir())
+    if len(entries) != 1 or not entries[0].is_dir() or entries[0].is_symlink():
+        return
+    folder = entries[0].rename(root / f".unpacked-{uuid.uuid4().hex}")
+    for child in folder.iterdir():
+        child.rename(root / child.name)
+    folder.rmdir()
 
 
 def _member_path(member: tarfile.TarInfo, uri: str) -> str | None:

@@ -83,3 +83,40 @@ def test_the_unpacked_size_is_capped(tmp_path: Path) -> None:
     with pytest.raises(JobFailedError, match=r"unpacks to more than 100 bytes \(reached at member 'b.bin'\)"):
         _unpack(tmp_path, body, cap=100)
     assert _unpack(tmp_path, body, cap=120)[1] == 120
+
+
+def _files_under(directory: Path) -> dict[str, bytes]:
+    return {
+        path.relative_to(directory).as_posix(): path.read_bytes()
+        for path in directory.rglob("*")
+        if path.is_file()
+    }
+
+
+@pytest.mark.parametrize("folder", ["my-model/", "./my-model/"], ids=["plain", "dot-slash"])
+def test_an_archive_of_one_folder_unpacks_its_contents_at_the_root(tmp_path: Path, folder: str) -> None:
+    folder_member = _member(folder.rstrip("/"), tarfile.DIRTYPE)
+    body = tar_gz({f"{folder}config.json": b"{}", f"{folder}sub/a.bin": b"12345"}, extra=[folder_member])
+    target, total = _unpack(tmp_path, body)
+    assert total == 7
+    assert _files_under(target) == {"config.json": b"{}", "sub/a.bin": b"12345"}
+    assert sorted(path.name for path in target.iterdir()) == ["config.json", "sub"]
+
+
+def test_a_child_named_like_its_folder_is_lifted_too(tmp_path: Path) -> None:
+    target, _ = _unpack(tmp_path, tar_gz({"model/config.json": b"{}", "model/model/x.bin": b"1"}))
+    assert _files_under(target) == {"config.json": b"{}", "model/x.bin": b"1"}
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"model/config.json": b"{}", "README.md": b"hi"},  # a folder and a file beside it
+        {"a/config.json": b"{}", "b/config.json": b"{}"},  # two folders
+        {"config.json": b"{}"},  # files at the root already
+    ],
+    ids=["folder-and-file", "two-folders", "flat"],
+)
+def test_other_layouts_are_unpacked_as_they_are(tmp_path: Path, files: dict[str, bytes]) -> None:
+    target, _ = _unpack(tmp_path, tar_gz(files))
+    assert _files_under(target) == files

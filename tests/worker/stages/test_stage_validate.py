@@ -327,13 +327,28 @@ def test_a_model_tar_gz_is_unpacked_and_prepare_uses_it(
     ]
     # 'prepare' kept the unpacked directory (a download of the snapshot would hold the archive itself).
     assert not (model.local_dir / "model.tar.gz").exists()
-    assert model.local_dir == ArtifactCache(cache_root(worker_settings)).path_for("models", model.snapshot)
+    cache = ArtifactCache(cache_root(worker_settings))
+    assert model.local_dir == cache.archive_path_for("models", model.snapshot)
     assert f"{'special_tokens_map.json'} in {uri} is missing" in model.warnings[0]
 
     # The same archive (same ETag) is not unpacked again: the cache entry is reused.
     again = _run_validate(worker_session_factory, worker_settings, uri, prepare=True)
     assert again.model is not None
     assert again.model.local_dir == model.local_dir
+
+
+def test_a_model_tar_gz_of_the_model_folder_validates(
+    worker_session_factory: sessionmaker[Session], worker_settings: Settings, s3_client: Any, s3_bucket: str
+) -> None:
+    """``tar czf model.tar.gz smollm/``: the folder's files are the model."""
+    body = tar_gz({f"smollm/{name}": data for name, data in model_files().items()})
+    uri = upload_model_archive(s3_client, s3_bucket, "packed/folder.tar.gz", body)
+    validated = _run_validate(worker_session_factory, worker_settings, uri, prepare=True)
+    assert (validated.status, validated.failure_reason) == (Status.COMPLETED, None)
+    assert validated.model is not None
+    assert validated.model.local_dir is not None
+    for name, data in model_files().items():
+        assert (validated.model.local_dir / name).read_bytes() == data
 
 
 def test_a_model_tar_gz_without_a_required_file_fails_naming_it(
