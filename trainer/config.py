@@ -165,6 +165,18 @@ class TrainConfig(BaseModel):
     ttt_decay: float = Field(
         default=0.8, gt=0.0, le=1.0, description="Loss weight of step i is ttt_decay**i."
     )
+    feature_loss_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Weight of feature regression: each draft step's normed hidden state is also pulled "
+        "(smooth L1) onto the target's final hidden state at the position it predicts from, as EAGLE-1 "
+        "trains. Pairs with init_from_target=lm_head, whose output layer reads that space; 0: off.",
+    )
+    optimizer: Literal["adamw", "muon"] = Field(
+        default="adamw",
+        description="adamw: AdamW on every weight. muon: Muon on the head's hidden matrices (fc, attention, "
+        "MLP) and AdamW on lm_head and norms, with one learning rate (Muon's update scaled to AdamW's RMS).",
+    )
     lr: float = Field(
         default=1.5e-3,
         gt=0.0,

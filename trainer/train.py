@@ -56,6 +56,7 @@ from trainer.eagle.export import RUN_HEAD_DIRNAME, export_head, load_head
 from trainer.eagle.features import FeatureCache, TargetTeacher
 from trainer.eagle.head_init import init_head_from_target
 from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.optimizer import HeadOptimizer, build_optimizer
 from trainer.eagle.reporting import (
     DataSummary,
     DraftHeadSummary,
@@ -354,7 +355,7 @@ class _Trainer:
 
     run: _Run
     head: Eagle3DraftModel
-    optimizer: torch.optim.Optimizer
+    optimizer: HeadOptimizer
     runner: BatchRunner
     order: TrainOrder
     data: PreparedData
@@ -383,8 +384,8 @@ class _Trainer:
         data: PreparedData,
     ) -> _Trainer:
         config = run.config
-        optimizer = torch.optim.AdamW(
-            _parameter_groups(head, config.weight_decay), lr=config.lr, betas=(0.9, 0.95), eps=1e-8
+        optimizer = build_optimizer(
+            head, name=config.optimizer, lr=config.lr, weight_decay=config.weight_decay
         )
         order = TrainOrder(_plan_batches(config, data.train), seed=config.seed)
         eval_batches = _plan_batches(config, data.eval)
@@ -483,6 +484,7 @@ class _Trainer:
             "loss": self.last_loss,
             "step_losses": out.step_losses,
             "step_accuracy": out.step_accuracy,
+            "step_feature_losses": out.step_feature_losses,
             "acceptance_length_estimate": acceptance_length_estimate(out.step_accuracy),
             "masked_tokens": out.step_counts[0],
             "lr": record.lr,
@@ -650,6 +652,7 @@ def _batch_runner(
         ttt_steps=config.ttt_steps,
         ttt_decay=config.ttt_decay,
         autocast_bf16=_use_bf16(config.compute_dtype),
+        feature_loss_weight=config.feature_loss_weight,
         clock=clock,
     )
 
@@ -730,15 +733,6 @@ def _coverage(t2d: torch.Tensor, samples: list[TokenizedConversation]) -> float 
     if not masked:
         return None
     return float(t2d[torch.tensor(masked)].float().mean())
-
-
-def _parameter_groups(head: Eagle3DraftModel, weight_decay: float) -> list[dict[str, Any]]:
-    """Decay matrices only; norms are scales that decay would pull towards zero."""
-    trainable = [p for p in head.parameters() if p.requires_grad]
-    return [
-        {"params": [p for p in trainable if p.dim() >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in trainable if p.dim() < 2], "weight_decay": 0.0},
-    ]
 
 
 def _use_bf16(compute_dtype: str) -> bool:

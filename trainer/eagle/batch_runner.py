@@ -69,6 +69,7 @@ class BatchRunner:
         ttt_steps: int,
         ttt_decay: float,
         autocast_bf16: bool,
+        feature_loss_weight: float = 0.0,
         clock: Clock = time.monotonic,
     ) -> None:
         self.clock = clock  # the training budget's clock, so planned steps fit the budget
@@ -79,6 +80,7 @@ class BatchRunner:
         self.pad_id = pad_id
         self.ttt_steps = ttt_steps
         self.ttt_decay = ttt_decay
+        self.feature_loss_weight = feature_loss_weight
         self.autocast_bf16 = autocast_bf16
 
     @property
@@ -128,6 +130,8 @@ class BatchRunner:
                 loss_mask=tensors.loss_mask,
                 steps=self.ttt_steps,
                 decay=self.ttt_decay,
+                target_final_hidden=features.final_hidden if self.feature_loss_weight > 0 else None,
+                feature_loss_weight=self.feature_loss_weight,
             )
 
     def evaluate(

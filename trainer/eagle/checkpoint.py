@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save_file
 
 from trainer.eagle.head_format import head_tensors
 from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.optimizer import HeadOptimizer
 
 HEAD_FILE = "head.safetensors"
 OPTIMIZER_FILE = "optimizer.pt"
@@ -64,7 +65,7 @@ def save_checkpoint(
     *,
     step: int,
     head: Eagle3DraftModel,
-    optimizer: torch.optim.Optimizer,
+    optimizer: HeadOptimizer,
     state: dict[str, Any],
     is_best: bool = False,
     keep_last: int = 2,
@@ -116,9 +117,7 @@ def load_head_weights(path: Path | str, head: Eagle3DraftModel) -> None:
         )
 
 
-def load_checkpoint(
-    path: Path | str, *, head: Eagle3DraftModel, optimizer: torch.optim.Optimizer
-) -> dict[str, Any]:
+def load_checkpoint(path: Path | str, *, head: Eagle3DraftModel, optimizer: HeadOptimizer) -> dict[str, Any]:
     """Restore weights, optimizer and RNG state; returns the saved state dict."""
     path = Path(path)
     load_head_weights(path, head)

@@ -68,6 +68,22 @@ class TTTOutput:
     step_losses: list[float]
     step_accuracy: list[float]  # draft argmax == target argmax, per step (acceptance estimate)
     step_counts: list[int]  # masked positions per step
+    step_feature_losses: list[float] | None = None  # feature regression per step, when trained
+
+
+def feature_regression_loss(normed_draft: torch.Tensor, normed_target: torch.Tensor) -> torch.Tensor:
+    """Summed smooth-L1 distance between the head's normed hidden state and the target's
+    final (normed) hidden state for the same token, averaged over the hidden dimension.
+
+    The target's lm_head turns that state into the teacher's logits, so matching it is
+    matching the whole distribution through a dense H-wide signal per position (EAGLE-1's
+    feature regression) rather than through a softmax alone: far more to learn from per
+    distilled token, which is what a CPU budget is short of.
+    """
+    return (
+        F.smooth_l1_loss(normed_draft.float(), normed_target.float(), reduction="sum")
+        / normed_draft.shape[-1]
+    )
 
 
 def _pack(active: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,11 +105,15 @@ def ttt_loss(
     loss_mask: torch.Tensor,
     steps: int,
     decay: float = 0.8,
+    target_final_hidden: torch.Tensor | None = None,
+    feature_loss_weight: float = 0.0,
 ) -> TTTOutput:
     """Unrolled EAGLE-3 loss over ``steps`` draft positions for a right-padded batch.
 
     ``loss_mask`` [B, T] marks tokens the head should learn to predict (assistant tokens
-    of real, non-padding positions).
+    of real, non-padding positions). With ``feature_loss_weight`` > 0 and the target's
+    final normed hidden states [B, T, H], each step also regresses its normed hidden state
+    onto the target's at the position whose distribution it learns.
 
     Only indices where some step has a loss are computed past step 0's keys and values
     (``forward_ttt_step``'s ``query_index``): in chat data that skips most prompt tokens,
@@ -115,6 +135,8 @@ def ttt_loss(
     losses: list[float] = []
     accuracy: list[float] = []
     counts: list[int] = []
+    regress = feature_loss_weight > 0.0 and target_final_hidden is not None
+    feature_losses: list[float] = []
     for step in range(steps):
         step_ids = _shift_left(input_ids, 1 + step, 0)
         if step == 0:
@@ -128,13 +150,26 @@ def ttt_loss(
         batch_rows = rows_of[selected]
         target_index = index[selected] + 1 + step
         count = int(batch_rows.numel())
-        logits = model.compute_logits(hidden[selected]).float()
+        normed = model.norm(hidden[selected])
+        logits = model.lm_head(normed).float()
         # Soft-label cross entropy: -(teacher probs * draft log-probs), summed over rows.
         soft_targets = teacher.probs[batch_rows, target_index]
         step_loss = F.cross_entropy(logits, soft_targets, reduction="sum") / max(count, 1)
         total = total + (decay**step) * step_loss
+        if regress:
+            assert target_final_hidden is not None
+            feature_loss = feature_regression_loss(normed, target_final_hidden[batch_rows, target_index])
+            feature_loss = feature_loss / max(count, 1)
+            total = total + (decay**step) * feature_loss_weight * feature_loss
+            feature_losses.append(float(feature_loss.detach()))
         hits = logits.argmax(-1) == teacher.argmax_draft_id[batch_rows, target_index]
         losses.append(float(step_loss.detach()))
         accuracy.append(float(hits.sum()) / max(count, 1))
         counts.append(count)
-    return TTTOutput(loss=total, step_losses=losses, step_accuracy=accuracy, step_counts=counts)
+    return TTTOutput(
+        loss=total,
+        step_losses=losses,
+        step_accuracy=accuracy,
+        step_counts=counts,
+        step_feature_losses=feature_losses if regress else None,
+    )

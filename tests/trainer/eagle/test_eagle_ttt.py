@@ -35,10 +35,14 @@ def reference_loss(  # noqa: PLR0917 - mirrors ttt_loss's inputs one by one
     loss_mask: torch.Tensor,
     steps: int,
     t2d: torch.Tensor,
+    final_hidden: torch.Tensor | None = None,
+    feature_weight: float = 0.0,
 ) -> tuple[torch.Tensor, list[float]]:
     """Dense, loop-per-position version: step i at index t feeds token t+1+i and is scored
     against the target's softmax (over the draft vocabulary) at t+1+i, where token t+2+i is
-    learned and the target's argmax is a draft token."""
+    learned and the target's argmax is a draft token. With ``final_hidden``, the same
+    positions also pay ``feature_weight`` x the smooth-L1 distance (mean over the hidden
+    size) between the head's normed state and the target's final state at t+1+i."""
     batch, length = ids.shape
     hidden = head.fuse(aux)
     kv = TTTKeyValues()
@@ -50,6 +54,7 @@ def reference_loss(  # noqa: PLR0917 - mirrors ttt_loss's inputs one by one
         shifted[:, : length - 1 - step] = ids[:, 1 + step :]
         hidden = head.forward_ttt_step(shifted, hidden, positions + step, kv)
         log_probs = F.log_softmax(head.compute_logits(hidden), -1)
+        normed = head.norm(hidden)
         step_sum, count, hits = torch.zeros(()), 0, 0
         for b in range(batch):
             for t in range(length - 2 - step):
@@ -59,6 +64,9 @@ def reference_loss(  # noqa: PLR0917 - mirrors ttt_loss's inputs one by one
                     continue
                 probs = logits[b, teacher_at][t2d].softmax(-1)
                 step_sum = step_sum - (probs * log_probs[b, t]).sum()
+                if final_hidden is not None:
+                    distance = F.smooth_l1_loss(normed[b, t], final_hidden[b, teacher_at], reduction="mean")
+                    step_sum = step_sum + feature_weight * distance
                 count += 1
                 hits += int(log_probs[b, t].argmax()) == int(draft_ids_of(torch.tensor(argmax), t2d))
         total = total + 0.8**step * step_sum / max(count, 1)
@@ -93,6 +101,60 @@ def test_ttt_loss_matches_the_dense_reference_in_value_and_gradient() -> None:
     torch.testing.assert_close(head.fc.weight.grad, fast_grad)
     assert out.step_accuracy == accuracy
     assert out.step_counts[0] > out.step_counts[2] > 0
+
+
+def test_feature_regression_adds_the_distance_to_the_targets_final_state() -> None:
+    head, t2d = make_head()
+    torch.manual_seed(2)
+    ids = torch.randint(0, VOCAB, (2, 9))
+    aux = torch.randn(2, 9, 3 * 64)
+    logits = torch.randn(2, 9, VOCAB) * 3
+    logits[..., t2d] += 2.0
+    final_hidden = torch.randn(2, 9, 64)
+    loss_mask = (torch.rand(2, 9) > 0.2).long()
+    out = ttt_loss(
+        head,
+        input_ids=ids,
+        aux_hidden_states=aux,
+        teacher=teacher_targets(logits, t2d),
+        loss_mask=loss_mask,
+        steps=2,
+        target_final_hidden=final_hidden,
+        feature_loss_weight=0.5,
+    )
+    out.loss.backward()  # type: ignore[no-untyped-call]
+    assert head.norm.weight.grad is not None
+    fast_grad = head.norm.weight.grad.clone()
+    head.zero_grad()
+    expected, _ = reference_loss(head, ids, aux, logits, loss_mask, 2, t2d, final_hidden, 0.5)
+    expected.backward()  # type: ignore[no-untyped-call]
+    torch.testing.assert_close(out.loss, expected)
+    torch.testing.assert_close(head.norm.weight.grad, fast_grad)
+    assert out.step_feature_losses is not None
+    assert all(loss > 0 for loss in out.step_feature_losses)
+
+
+def test_feature_regression_is_zero_where_the_head_reproduces_the_target_state() -> None:
+    head, t2d = make_head()
+    ids = torch.randint(0, VOCAB, (1, 7))
+    aux = torch.randn(1, 7, 3 * 64)
+    with torch.no_grad():
+        kv = TTTKeyValues()
+        step0 = head.forward_ttt_step(ids.roll(-1, 1), head.fuse(aux), torch.arange(7)[None], kv)
+        # Position t's step-0 state is scored against the target's state at t+1.
+        final_hidden = head.norm(step0).roll(1, 1)
+    out = ttt_loss(
+        head,
+        input_ids=ids,
+        aux_hidden_states=aux,
+        teacher=teacher_targets(torch.randn(1, 7, VOCAB), t2d),
+        loss_mask=torch.ones(1, 7, dtype=torch.long),
+        steps=1,
+        target_final_hidden=final_hidden,
+        feature_loss_weight=1.0,
+    )
+    assert out.step_feature_losses is not None
+    assert out.step_feature_losses[0] < 1e-6
 
 
 def test_teacher_from_kept_logits_equals_slicing_full_logits() -> None:
