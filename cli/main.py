@@ -24,6 +24,8 @@ SUBCOMMAND_REGISTRARS = [
     "worker.dataset_commands:register_dataset_commands",
     # `distillation-cache`: the conversations jobs distilled, kept for later jobs.
     "cli.distillation_cache:register",
+    # `base-heads`: one Base EAGLE head per base model, trained on the built-in data.
+    "cli.base_heads:register",
     # `client install-waiters`: the optimization-job waiter for `aws sagemaker wait`.
     "client.commands:register_client_commands",
 ]

@@ -32,6 +32,8 @@ STAGING_ROOT = "_staging/"
 # that training finished.
 TRAIN_RUN = "train/"
 TRAIN_RESULT = "train/result.json"
+# The run directory of a base head this job builds (worker.stages.base_head).
+BASE_TRAIN_RUN = "base/"
 
 PUBLISHED_FILES = (
     *(HEAD_DIR + name for name in HEAD_FILES),

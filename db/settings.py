@@ -98,6 +98,24 @@ class Settings(BaseSettings):
         "reused by later jobs on the same model, data and generation settings (read and written with "
         "the EAGLENEST_S3_* credentials); unset: none.",
     )
+    base_heads_uri: str | None = Field(
+        default=None,
+        description="S3 prefix of the base heads (the Base EAGLE row): one per base model, keyed by its "
+        "content hash, trained on the built-in datasets the first time a job needs one (or by "
+        "`eaglenest base-heads build`) and reused (read and written with the EAGLENEST_S3_* "
+        "credentials); unset: none.",
+    )
+    base_head_train_minutes: float = Field(
+        default=30.0,
+        gt=0,
+        description="Training budget of a base head built inside a job (it counts against that job's "
+        "MaxRuntimeInSeconds, which caps it).",
+    )
+    base_head_train_overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="TrainConfig fields for base heads, over the built-in recipe (self-instruct prompts "
+        'and distilled replies) and train_overrides (JSON: {"self_instruct_conversations": 500}).',
+    )
     max_model_archive_bytes: int = Field(
         default=200 * 1024**3,
         ge=1,

@@ -32,6 +32,11 @@ class BenchmarkConfiguration(BaseModel):
         description="K for this configuration alone (e.g. a fixed-K row beside an adaptive one); "
         "None: the benchmark's.",
     )
+    k_sweep: list[int] | None = Field(
+        default=None,
+        description="The fixed K to measure this head at besides its own; None: the benchmark's "
+        "k_sweep. (A job sweeps the head it publishes, and measures its Base EAGLE at fewer K.)",
+    )
 
 
 class ServingBenchmarkConfig(BaseModel):
@@ -118,8 +123,9 @@ class ServingBenchmarkConfig(BaseModel):
         names = [configuration.name for configuration in self.configurations]
         if len(set(names)) != len(names):
             raise ValueError(f"configuration names must be unique, got {names}")
-        if any(not 1 <= k <= 16 for k in self.k_sweep):
-            raise ValueError(f"k_sweep values must be between 1 and 16, got {self.k_sweep}")
+        sweeps = [self.k_sweep, *(c.k_sweep for c in self.configurations if c.k_sweep is not None)]
+        if any(not 1 <= k <= 16 for sweep in sweeps for k in sweep):
+            raise ValueError(f"k_sweep values must be between 1 and 16, got {sweeps}")
         return self
 
     def measured_configurations(self) -> list[BenchmarkConfiguration]:
@@ -131,7 +137,8 @@ class ServingBenchmarkConfig(BaseModel):
             if configuration.head_dir is None:
                 continue
             own_k = self.speculative_tokens(configuration)
-            for k in dict.fromkeys(self.k_sweep):
+            sweep = self.k_sweep if configuration.k_sweep is None else configuration.k_sweep
+            for k in dict.fromkeys(sweep):
                 if k != own_k:
                     measured.append(
                         configuration.model_copy(

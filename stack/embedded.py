@@ -35,6 +35,8 @@ EMBEDDED_WORKER_SHUTDOWN_GRACE_SECONDS = 5
 # digit but no account id, so no account's S3 identity reaches it (stack/s3_identities.py);
 # only the service's own identity reads and writes it, for every account's jobs.
 EMBEDDED_DISTILLATION_CACHE_URI = "s3://0-eaglenest-cache/distilled/"
+# The base heads (worker.base_heads), in the same service-only bucket for the same reason.
+EMBEDDED_BASE_HEADS_URI = "s3://0-eaglenest-cache/base-heads/"
 # A crashed api or worker is started again; the worker's job resumes from its checkpoint
 # once its lease runs out (the reaper of the new worker takes it over).
 CHILD_RESTARTS = RestartPolicy()
@@ -123,6 +125,7 @@ class EmbeddedStack:
             "EAGLENEST_SECRET_KEY": load_or_create_secret_key(self.layout.root),
             "EAGLENEST_WORKER_SHUTDOWN_GRACE_SECONDS": str(EMBEDDED_WORKER_SHUTDOWN_GRACE_SECONDS),
             "EAGLENEST_DISTILLATION_CACHE_URI": EMBEDDED_DISTILLATION_CACHE_URI,
+            "EAGLENEST_BASE_HEADS_URI": EMBEDDED_BASE_HEADS_URI,
         }
 
     def _configure_this_process(self, env: dict[str, str]) -> None:

@@ -16,6 +16,9 @@ from core.s3_store import S3Object
 from worker.s3_snapshot import S3Snapshot
 
 DataSourceKind = Literal["S3Prefix", "ManifestFile", "BuiltIn"]
+# Where a job's base head came from: its eagle_model channel, or the base-head store
+# (worker.base_heads), which keeps one head per base model trained on the built-in data.
+HeadOrigin = Literal["eagle_model", "base_heads"]
 
 T = TypeVar("T")
 
@@ -34,12 +37,16 @@ class BaseModelInput:
 
 @dataclass
 class HeadInput:
-    """An existing EAGLE head from the ``eagle_model`` channel, already validated for the target."""
+    """An existing EAGLE head, already validated for the target: the job's Base EAGLE."""
 
     location: S3Location
     snapshot: S3Snapshot
     local_dir: Path
     summary: dict[str, Any]
+    origin: HeadOrigin = "eagle_model"
+    sha256: dict[str, str] = field(default_factory=dict)  # of each file, as used
+    store_key: str | None = None  # the base-head store's key (the model's content hash)
+    built_by_this_job: bool = False
 
 
 @dataclass

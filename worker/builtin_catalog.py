@@ -18,9 +18,10 @@ from typing import Any
 from core.job_errors import JobFailedError
 from core.model_source import parse_s3_uri
 from core.s3 import S3Location
-from core.s3_store import S3Store
+from core.s3_store import S3Object, S3Store
 from db.settings import Settings
 from trainer.data.loader import load_conversations
+from worker.s3_snapshot import S3Snapshot, SnapshotEntry, safe_relative_path
 
 CATALOG_FILE = "catalog.json"
 
@@ -77,6 +78,32 @@ def read_catalog(store: S3Store, location: S3Location) -> list[CatalogDataset]:
     if not isinstance(entries, list):
         raise JobFailedError(f'{location.uri}: expected {{"datasets": [...]}}')
     return [CatalogDataset.from_json(entry, where=location.uri) for entry in entries]
+
+
+def builtin_snapshot(store: S3Store, settings: Settings) -> tuple[S3Snapshot, S3Object, list[str]]:
+    """Every dataset the catalog lists, pinned to its ETag; the catalog object; the dataset names."""
+    root = catalog_location(settings)
+    catalog_object = store.head(root)
+    if catalog_object is None:
+        raise JobFailedError(
+            f"The built-in dataset catalog {root.uri} does not exist; an operator publishes it with "
+            "`eaglenest datasets publish`"
+        )
+    catalog = read_catalog(store, root)
+    if not catalog:
+        raise JobFailedError(f"The built-in dataset catalog {root.uri} lists no datasets")
+    prefix = S3Location(root.bucket, root.key.removesuffix(CATALOG_FILE))
+    entries = []
+    for dataset in catalog:
+        location = prefix.child(dataset.file)
+        found = store.head(location)
+        if found is None:
+            raise JobFailedError(
+                f"Built-in dataset {dataset.name!r} is listed in {root.uri} but {location.uri} does not exist"
+            )
+        entries.append(SnapshotEntry(safe_relative_path(dataset.file, uri=location.uri), found))
+    snapshot = S3Snapshot(source=prefix.uri, entries=tuple(entries))
+    return snapshot, catalog_object, [dataset.name for dataset in catalog]
 
 
 def write_catalog(store: S3Store, location: S3Location, datasets: list[CatalogDataset]) -> None:

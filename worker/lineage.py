@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.job_spec import JobSpec
-from worker.artifacts import JobArtifacts, required
+from worker.artifacts import HeadInput, JobArtifacts, required
 from worker.code_version import code_version
 from worker.output_model import OutputModel
 
@@ -90,7 +90,7 @@ def build_lineage(
             "architecture": model.architecture,
             "warnings": model.warnings,
         },
-        "base_head": None if head is None else {**head.snapshot.to_lineage(), "validation": head.summary},
+        "base_head": None if head is None else _base_head(head, train.result),
         "training_data": {
             "source": data.kind,
             **data.snapshot.to_lineage(),
@@ -128,6 +128,19 @@ def build_lineage(
         "outputs": [
             {"path": item.path, "uri": item.uri, "sha256": item.sha256, "size": item.size} for item in outputs
         ],
+    }
+
+
+def _base_head(head: HeadInput, train_result: dict[str, Any]) -> dict[str, Any]:
+    """The Base EAGLE head: where it came from, what exactly it was, and whether training started from it."""
+    return {
+        "origin": head.origin,  # eagle_model: the model's channel; base_heads: the base-head store
+        **head.snapshot.to_lineage(),
+        "sha256": head.sha256,
+        "store_key": head.store_key,
+        "built_by_this_job": head.built_by_this_job,
+        "trained_from": train_result.get("hyperparameters", {}).get("init_head_dir") is not None,
+        "validation": head.summary,
     }
 
 

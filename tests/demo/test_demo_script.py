@@ -17,7 +17,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# Setup (stack, uploads), 1 minute of training, a two-level benchmark of three configurations.
+# Setup (stack, uploads), 1.5 minutes of training, a two-level benchmark of four configurations.
 DEMO_TIMEOUT_SECONDS = 900
 
 
@@ -25,6 +25,7 @@ def test_demo_script_completes_and_prints_the_results(smollm2_dir: Path, tmp_pat
     env = {
         **os.environ,
         "DEMO_STATE_DIR": str(tmp_path / "state"),
+        "DEMO_BASE_MINUTES": "0.5",
         "DEMO_TRAIN_MINUTES": "1",
         "DEMO_MAX_RUNTIME": "800",
         "DEMO_BENCHMARK_PROMPTS": "2",
@@ -48,7 +49,7 @@ def test_demo_script_completes_and_prints_the_results(smollm2_dir: Path, tmp_pat
     assert done.returncode == 0, f"demo exited {done.returncode}\n{output[-4000:]}\n{done.stderr[-4000:]}"
     lines = output.splitlines()
     assert "| Configuration | Concurrency | TTFT (ms) | TPOT (ms) | ITL (ms) |" in output
-    for configuration in ("No EAGLE", "Trained EAGLE", "Trained EAGLE (K=2)"):
+    for configuration in ("No EAGLE", "Base EAGLE", "Trained EAGLE", "Trained EAGLE (K=2)"):
         for level in (1, 2):
             assert any(line.startswith(f"| {configuration} | {level} |") for line in lines), configuration
     assert "Deployment recommendation" in output

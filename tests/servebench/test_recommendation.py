@@ -86,6 +86,35 @@ def test_k_sweep_adds_a_fixed_k_row_per_head_and_skips_the_k_it_already_runs(tmp
     ]
 
 
+def test_a_configuration_may_sweep_fewer_k_than_the_benchmark(tmp_path: Path) -> None:
+    config = ServingBenchmarkConfig(
+        model_dir=tmp_path,
+        prompt_paths=[tmp_path / "p.jsonl"],
+        configurations=[
+            BenchmarkConfiguration(name="Base EAGLE", head_dir=tmp_path, k_sweep=[3]),
+            BenchmarkConfiguration(name="Other", head_dir=tmp_path, k_sweep=[]),
+            BenchmarkConfiguration(name="Trained EAGLE", head_dir=tmp_path),
+        ],
+        k_sweep=[1, 3],
+        work_dir=tmp_path,
+    )
+    assert [c.name for c in config.measured_configurations()] == [
+        "Base EAGLE",
+        "Base EAGLE (K=3)",
+        "Other",
+        "Trained EAGLE",
+        "Trained EAGLE (K=1)",
+        "Trained EAGLE (K=3)",
+    ]
+    with pytest.raises(ValueError, match="k_sweep values must be between 1 and 16"):
+        config.model_validate(
+            {
+                **config.model_dump(),
+                "configurations": [{"name": "Base EAGLE", "head_dir": tmp_path, "k_sweep": [17]}],
+            }
+        )
+
+
 def test_k_sweep_values_outside_what_the_engine_drafts_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="k_sweep values must be between 1 and 16"):
         ServingBenchmarkConfig(

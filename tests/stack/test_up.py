@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from core.s3 import S3Location
 from db.settings import Settings
-from stack.embedded import EMBEDDED_DISTILLATION_CACHE_URI
+from stack.embedded import EMBEDDED_BASE_HEADS_URI, EMBEDDED_DISTILLATION_CACHE_URI
 from stack.ports import free_port
 from stack.stack_file import StackInfo, read_stack_file, stack_file_path
 from worker.app import get_celery_app
@@ -176,6 +176,18 @@ def test_the_embedded_stack_serves_jobs_and_stops_cleanly(stack: RunningStack) -
     assert cache.stdout.strip() == f"{EMBEDDED_DISTILLATION_CACHE_URI}: no entries"
     with pytest.raises(ClientError, match="AccessDenied"):
         s3.list_objects_v2(Bucket=S3Location.parse(EMBEDDED_DISTILLATION_CACHE_URI, field="cache").bucket)
+    # Its base heads are there too (none built yet), reached the same way.
+    heads = subprocess.run(
+        [sys.executable, "-m", "cli.main", "base-heads", "list", "--state-dir", info.state_dir],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env={key: value for key, value in os.environ.items() if not key.startswith("EAGLENEST_")},
+        timeout=60,
+        check=False,
+    )
+    assert heads.returncode == 0, heads.stdout + heads.stderr
+    assert heads.stdout.strip() == f"{EMBEDDED_BASE_HEADS_URI}: no base heads"
 
     # SIGTERM stops everything: no child or grandchild survives, stack.json is gone.
     children = psutil.Process(stack.process.pid).children(recursive=True)

@@ -7,6 +7,7 @@ read back and checked file by file against lineage.json.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tarfile
 import uuid
@@ -293,7 +294,7 @@ def test_from_scratch_on_own_data_publishes_head_benchmark_metrics_and_lineage(
     ]
     assert lineage["output_model"]["arn"] == model["ModelArn"]
     # A job event is recorded whenever the stage changes.
-    assert _stages(jobs, name) == ["validate", "data", "prepare", "train", "benchmark", "publish"]
+    assert _stages(jobs, name) == ["validate", "data", "prepare", "base", "train", "benchmark", "publish"]
 
 
 def test_from_scratch_on_the_builtin_datasets(jobs: WorkerJobs, builtin_catalog: str, inputs: Inputs) -> None:
@@ -322,6 +323,12 @@ def test_an_existing_head_retrained_on_the_builtin_datasets(
     published = inputs.published(output_uri, job)
     lineage = published.lineage
     assert lineage["base_head"]["uri"] == head_uri
+    assert lineage["base_head"]["origin"] == "eagle_model"
+    assert lineage["base_head"]["sha256"] == {
+        name: hashlib.sha256((inputs.head_dir / name).read_bytes()).hexdigest()
+        for name in ("config.json", "model.safetensors")
+    }
+    assert lineage["base_head"]["trained_from"] is True
     assert lineage["base_head"]["validation"]["draft_vocab_size"] == 512
     assert lineage["hyperparameters"]["init_head_dir"] == head_uri
     assert lineage["training"]["draft_vocab_size"] == 512  # fine-tuning keeps the head's vocabulary
@@ -397,7 +404,7 @@ def test_a_tar_gz_model_and_head_fine_tuned_on_own_data_from_a_manifest(
     assert lineage["hyperparameters"]["model_dir"] == model_uri
     assert lineage["hyperparameters"]["init_head_dir"] == head_uri
     assert lineage["training"]["steps"] >= 1
-    assert _stages(jobs, name) == ["validate", "data", "prepare", "train", "benchmark", "publish"]
+    assert _stages(jobs, name) == ["validate", "data", "prepare", "base", "train", "benchmark", "publish"]
 
 
 def test_an_archive_member_outside_the_model_directory_fails_naming_it(

@@ -16,12 +16,13 @@ from typing import Any
 from core.job_errors import JobFailedError
 from core.model_source import parse_s3_uri
 from core.s3 import S3Location
-from core.s3_store import S3Object
+from core.s3_store import S3Object, S3Store
 from trainer.data.errors import DataFormatError
 from trainer.data.files import DATA_FILE_SUFFIXES, is_data_file
 from trainer.data.loader import load_conversations
+from worker.artifact_cache import ArtifactCache
 from worker.artifacts import DataSourceKind, TrainingDataInput
-from worker.builtin_catalog import CATALOG_FILE, catalog_location, read_catalog
+from worker.builtin_catalog import builtin_snapshot, catalog_location
 from worker.context import JobContext
 from worker.s3_snapshot import S3Snapshot, SnapshotEntry, safe_relative_path
 
@@ -51,13 +52,38 @@ def resolve_training_data(ctx: JobContext) -> None:
             )
     ctx.check()
     total_mb = snapshot.total_bytes / 1e6
-    ctx.report(f"Fetching {len(snapshot.entries)} data files ({total_mb:.1f} MB)", fraction=0.2)
-    local_dir = ctx.cache.fetch(ctx.s3, snapshot, kind="data")
+    ctx.report(f"Fetching and checking {len(snapshot.entries)} data files ({total_mb:.1f} MB)", fraction=0.2)
+    data = fetch_training_data(
+        ctx.s3,
+        ctx.cache,
+        snapshot,
+        kind=kind,
+        listing=listing,
+        datasets=datasets,
+        max_skip_fraction=ctx.settings.max_skipped_record_fraction,
+    )
+    ctx.artifacts.data = data
+    ctx.report(
+        f"{data.summary['conversations']} conversations from {len(data.files)} files "
+        f"({data.summary['records_skipped']} malformed records skipped)",
+        fraction=1.0,
+    )
+
+
+def fetch_training_data(
+    store: S3Store,
+    cache: ArtifactCache,
+    snapshot: S3Snapshot,
+    *,
+    kind: DataSourceKind,
+    listing: S3Object | None,
+    datasets: list[str],
+    max_skip_fraction: float,
+) -> TrainingDataInput:
+    """The snapshot's files in the local cache, every record read the way training will."""
+    local_dir = cache.fetch(store, snapshot, kind="data")
     files = [local_dir / entry.path for entry in snapshot.entries]
-    ctx.check()
-    ctx.report(f"Checking the records of {len(files)} data files", fraction=0.6)
-    summary = check_records(files, snapshot, local_dir, ctx.settings.max_skipped_record_fraction)
-    ctx.artifacts.data = TrainingDataInput(
+    return TrainingDataInput(
         kind=kind,
         uri=snapshot.source,
         snapshot=snapshot,
@@ -65,12 +91,7 @@ def resolve_training_data(ctx: JobContext) -> None:
         files=files,
         listing=listing,
         datasets=datasets,
-        summary=summary,
-    )
-    ctx.report(
-        f"{summary['conversations']} conversations from {len(files)} files "
-        f"({summary['records_skipped']} malformed records skipped)",
-        fraction=1.0,
+        summary=check_records(files, snapshot, local_dir, max_skip_fraction),
     )
 
 
@@ -152,24 +173,7 @@ def parse_manifest(document: Any, *, where: str) -> tuple[S3Location, list[str]]
 def _builtin_snapshot(ctx: JobContext) -> tuple[S3Snapshot, S3Object, list[str]]:
     root = catalog_location(ctx.settings)
     ctx.report(f"No TrainingDataSource: using the built-in datasets listed in {root.uri}", fraction=0.05)
-    catalog_object = ctx.s3.head(root)
-    if catalog_object is None:
-        raise JobFailedError(
-            f"The job has no TrainingDataSource and the built-in dataset catalog {root.uri} does not "
-            "exist; an operator publishes it with `eaglenest datasets publish`"
-        )
-    catalog = read_catalog(ctx.s3, root)
-    if not catalog:
-        raise JobFailedError(f"The built-in dataset catalog {root.uri} lists no datasets")
-    prefix = S3Location(root.bucket, root.key.removesuffix(CATALOG_FILE))
-    entries = []
-    for dataset in catalog:
-        location = prefix.child(dataset.file)
-        found = ctx.s3.head(location)
-        if found is None:
-            raise JobFailedError(
-                f"Built-in dataset {dataset.name!r} is listed in {root.uri} but {location.uri} does not exist"
-            )
-        entries.append(SnapshotEntry(safe_relative_path(dataset.file, uri=location.uri), found))
-    snapshot = S3Snapshot(source=prefix.uri, entries=tuple(entries))
-    return snapshot, catalog_object, [dataset.name for dataset in catalog]
+    try:
+        return builtin_snapshot(ctx.s3, ctx.settings)
+    except JobFailedError as error:
+        raise JobFailedError(f"The job has no TrainingDataSource. {error}") from error

@@ -12,7 +12,6 @@ A redelivered job whose lineage.json is already in place skips to step 5.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from core.output_layout import (
@@ -25,6 +24,7 @@ from core.output_layout import (
 )
 from worker.artifacts import required
 from worker.context import JobContext
+from worker.file_digest import sha256_of
 from worker.head_serving import write_recommended_tokens
 from worker.lineage import PublishedFile, build_lineage
 from worker.output_model import OutputModel, create_output_model, output_model_request
@@ -96,7 +96,7 @@ def _copy_outputs(ctx: JobContext) -> list[PublishedFile]:
         ctx.s3.copy(layout.staged(relative), destination)
         outputs.append(
             PublishedFile(
-                path=relative, uri=destination.uri, sha256=_sha256(local), size=local.stat().st_size
+                path=relative, uri=destination.uri, sha256=sha256_of(local), size=local.stat().st_size
             )
         )
     return outputs
@@ -125,11 +125,3 @@ def _inference_image(ctx: JobContext) -> str:
     container = ctx.job.source_model_container
     image = None if container is None else container.image
     return image or ctx.settings.recommended_inference_image
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

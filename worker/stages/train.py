@@ -1,7 +1,8 @@
 """Stage 'train': train (or fine-tune) the EAGLE-3 head with ``trainer.train``.
 
 The four SageMaker workflows are one call with different inputs: built-in or own data
-(stage 'data'), from scratch or from the ``eagle_model`` channel's head (``init_head_dir``).
+(stage 'data'), from scratch or from an existing head (``init_head_dir``: the ``eagle_model``
+channel's, or for own data the model's base head from stage 'base').
 Checkpoints are mirrored to the job's staging prefix as the trainer writes them, so a
 redelivered job resumes from the last one; once training has finished, its result and the
 exported head are staged too and a redelivered job skips straight past this stage.
@@ -24,7 +25,7 @@ from trainer.config import TrainConfig
 from trainer.eagle.data import HELDOUT_FILE, PREPARED_DIR, REGENERATED_FILE, data_fingerprint
 from trainer.eagle.reporting import TrainResult
 from trainer.train import HEAD_DIRNAME, METRICS_FILE, train
-from worker.artifacts import TrainOutput, required
+from worker.artifacts import HeadInput, TrainOutput, required
 from worker.context import JobContext
 from worker.distillation_cache import JobCacheUse
 from worker.run_sync import RunDirectorySync
@@ -82,7 +83,7 @@ def train_head(ctx: JobContext) -> None:
 def _config(ctx: JobContext, run_dir: Path, budget_minutes: float | None) -> TrainConfig:
     model = required(ctx.artifacts.model, "the base model")
     data = required(ctx.artifacts.data, "the training data")
-    head = ctx.artifacts.base_head
+    head = init_head(ctx)
     return build_train_config(
         ctx.knobs,
         overrides=ctx.settings.train_overrides,
@@ -92,6 +93,23 @@ def _config(ctx: JobContext, run_dir: Path, budget_minutes: float | None) -> Tra
         init_head_dir=None if head is None else head.local_dir,
         budget_minutes=budget_minutes,
     )
+
+
+def init_head(ctx: JobContext) -> HeadInput | None:
+    """The head training starts from: the eagle_model channel's; the model's base head for a job
+    that brings its own data (fine-tuned on it, as SageMaker fine-tunes its base); else none.
+
+    A job on the built-in data trains its own head from scratch (the base head learnt that data
+    already), and EAGLE_DRAFT_VOCAB_SIZE asks for a vocabulary of its own, which fine-tuning
+    cannot give (it keeps the base head's).
+    """
+    head = ctx.artifacts.base_head
+    if head is None or head.origin == "eagle_model":
+        return head
+    data = required(ctx.artifacts.data, "the training data")
+    if data.kind == "BuiltIn" or ctx.knobs.draft_vocab_size is not None:
+        return None
+    return head
 
 
 def _distillation_cache(ctx: JobContext, config: TrainConfig) -> JobCacheUse | None:

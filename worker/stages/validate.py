@@ -30,6 +30,7 @@ from trainer.eagle.head_format import InvalidHeadError
 from trainer.eagle.validate import validate_head
 from worker.artifacts import BaseModelInput, HeadInput
 from worker.context import JobContext
+from worker.file_digest import sha256_of
 from worker.s3_snapshot import S3Snapshot, SnapshotEntry, safe_relative_path
 from worker.safetensors_check import SafetensorsError, check_safetensors
 from worker.target_config import target_config_from_dict
@@ -324,4 +325,7 @@ def _validate_head(ctx: JobContext, source: ModelData, target_config: dict[str, 
         "aux_layer_id_convention": report.aux_layer_id_convention,
         "warnings": report.warnings,
     }
-    return HeadInput(location=location, snapshot=snapshot, local_dir=local_dir, summary=summary)
+    sha256 = {name: sha256_of(local_dir / name) for name in HEAD_REQUIRED_FILES}
+    return HeadInput(
+        location=location, snapshot=snapshot, local_dir=local_dir, summary=summary, sha256=sha256
+    )

@@ -1,0 +1,146 @@
+"""``eaglenest base-heads build|list|delete``: the base heads (Base EAGLE), one per base model."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from core.job_errors import JobFailedError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "base-heads",
+        help="build, list or delete the base heads jobs benchmark as Base EAGLE (one per base model)",
+        description="The base heads live under EAGLENEST_BASE_HEADS_URI on the EAGLENEST_S3_* endpoint, "
+        "keyed by the model's content hash (its files' paths and ETags). A job that needs one "
+        "nobody built yet trains it first; `build` does that ahead of time.",
+    )
+    commands = parser.add_subparsers(dest="base_heads_command", required=True, metavar="COMMAND")
+    build = commands.add_parser(
+        "build", help="train a model's base head on the built-in data now, unless it has one"
+    )
+    build.add_argument(
+        "--model", required=True, metavar="S3_URI", help="the model's S3 prefix (s3://bucket/dir/)"
+    )
+    build.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="training budget (default EAGLENEST_BASE_HEAD_TRAIN_MINUTES, 30)",
+    )
+    build.add_argument("--force", action="store_true", help="build a new head even if the model has one")
+    build.set_defaults(handler=run_build)
+    listing = commands.add_parser("list", help="print every base head: key, model, build, who built it")
+    listing.set_defaults(handler=run_list)
+    delete = commands.add_parser("delete", help="delete a base head: the next job on its model builds one")
+    delete.add_argument("key", metavar="KEY", help="the head's key, as `list` prints it")
+    delete.set_defaults(handler=run_delete)
+    for command in (build, listing, delete):
+        command.add_argument(
+            "--state-dir",
+            type=Path,
+            default=None,
+            help="the base heads of a running embedded stack (`eaglenest up --state-dir`), reached with "
+            "its S3 endpoint and the service's own key; without it, the EAGLENEST_* settings",
+        )
+
+
+def _open(state_dir: Path | None) -> tuple[Any, Any, Any] | None:
+    """(settings, the service's S3 store, the base-head store), or None after saying why not."""
+    from core.s3 import S3Location, s3_client  # noqa: PLC0415 - keep `--help` free of boto3
+    from core.s3_store import S3Store  # noqa: PLC0415
+    from db.settings import get_settings  # noqa: PLC0415
+    from worker.base_heads import BaseHeadStore  # noqa: PLC0415
+
+    settings = get_settings()
+    if state_dir is not None:
+        from stack.embedded import EMBEDDED_BASE_HEADS_URI  # noqa: PLC0415
+        from stack.layout import StateLayout  # noqa: PLC0415
+        from stack.s3_identities import read_admin_credentials  # noqa: PLC0415
+        from stack.seaweedfs import S3Endpoint  # noqa: PLC0415
+        from stack.stack_file import read_stack_file  # noqa: PLC0415
+
+        try:
+            info = read_stack_file(state_dir)
+            admin = read_admin_credentials(StateLayout(state_dir).s3_root)
+        except FileNotFoundError as error:
+            print(
+                f"error: no embedded stack in {state_dir} ({error.filename} is missing): start `eaglenest up`"
+            )
+            return None
+        endpoint = S3Endpoint(info.s3_endpoint_url, admin.access_key_id, admin.secret_access_key, info.region)
+        settings = settings.model_copy(
+            update={
+                "base_heads_uri": EMBEDDED_BASE_HEADS_URI,
+                "state_dir": state_dir,
+            }
+        )
+        store = S3Store(endpoint.client())
+    else:
+        store = S3Store(s3_client(settings))
+    if settings.base_heads_uri is None:
+        print("no base heads: EAGLENEST_BASE_HEADS_URI is not set")
+        return None
+    root = S3Location.parse(settings.base_heads_uri, field="EAGLENEST_BASE_HEADS_URI")
+    return settings, store, BaseHeadStore(store, root)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from worker.base_head_build import build_base_head  # noqa: PLC0415 - loads torch and the trainer
+
+    opened = _open(args.state_dir)
+    if opened is None:
+        return 1
+    settings, store, heads = opened
+    minutes = args.minutes if args.minutes is not None else settings.base_head_train_minutes
+    try:
+        head = build_base_head(settings, store, heads, args.model, minutes=minutes, force=args.force)
+    except (JobFailedError, ValueError) as error:
+        print(f"error: {error}")
+        return 1
+    print(f"{head.key}  {head.location.uri}  sha256 {head.sha256}")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    opened = _open(args.state_dir)
+    if opened is None:
+        return 1
+    heads = opened[2]
+    try:
+        entries = heads.entries()
+    except JobFailedError as error:
+        print(f"error: {error}")
+        return 1
+    if not entries:
+        print(f"{heads.root.uri}: no base heads")
+    for entry in entries:
+        if isinstance(entry, str):
+            print(f"{entry}  (no committed build)")
+            continue
+        manifest = entry.manifest
+        print(
+            f"{entry.key}  model {manifest.get('model_uri', '?')}  {manifest.get('architecture', '?')}  "
+            f"build {entry.location.uri}  by {manifest.get('built_by', '?')}  "
+            f"at {manifest.get('committed_at', '?')}"
+        )
+    return 0
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    opened = _open(args.state_dir)
+    if opened is None:
+        return 1
+    heads = opened[2]
+    try:
+        deleted = heads.delete(args.key)
+    except JobFailedError as error:
+        print(f"error: {error}")
+        return 1
+    if not deleted:
+        print(f"{heads.location(args.key).uri}: no such base head")
+        return 1
+    print(f"{heads.location(args.key).uri}: deleted ({deleted} objects)")
+    return 0

@@ -1,0 +1,197 @@
+"""Stage 'base': the job's Base EAGLE head, from the base-head store or built now.
+
+- A job whose model has an ``eagle_model`` head already has its base (stage 'validate').
+- Without EAGLENEST_BASE_HEADS_URI there are no base heads: no Base EAGLE row.
+- When the store holds the model's base head (worker.base_heads), it is fetched through the
+  local cache and checked against the sha256 its manifest committed.
+- Otherwise this job builds it first: the built-in recipe (worker.base_head_recipe) on the
+  built-in datasets, its checkpoints mirrored under the job's staging prefix so a redelivered
+  job resumes, then committed to the store for every later job on the model. When
+  MaxRuntimeInSeconds leaves too little time, the job goes on without one and says so.
+
+Jobs that bring their own data start training from the base head (stage 'train'); every job
+benchmarks it as Base EAGLE and names it in lineage.json (URI and sha256).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+from core.job_errors import JobFailedError
+from core.output_layout import BASE_TRAIN_RUN
+from core.s3 import S3Location, s3_client
+from core.s3_store import S3Store
+from trainer.eagle.head_format import InvalidHeadError
+from trainer.eagle.reporting import TrainProgress
+from trainer.eagle.validate import validate_head
+from trainer.train import HEAD_DIRNAME, train
+from worker.artifacts import HeadInput, TrainingDataInput, required
+from worker.base_head_recipe import (
+    base_head_budget_seconds,
+    base_head_config,
+    base_head_manifest,
+    name_the_verifier,
+)
+from worker.base_heads import BaseHead, BaseHeadStore, base_head_key
+from worker.builtin_catalog import builtin_snapshot
+from worker.context import JobContext
+from worker.run_sync import RunDirectorySync
+from worker.stages.data import fetch_training_data
+from worker.target_config import target_config_from_dict
+from worker.training_progress import describe
+
+BASE_RUN_DIRNAME = "base-train"
+PROGRESS_INTERVAL_SECONDS = 2.0
+
+
+def provide_base_head(ctx: JobContext) -> None:
+    if ctx.artifacts.base_head is not None:
+        ctx.report("The model's eagle_model head is this job's base head", fraction=1.0)
+        return
+    uri = ctx.settings.base_heads_uri
+    if uri is None:
+        ctx.report("No base heads (EAGLENEST_BASE_HEADS_URI is not set): no Base EAGLE row", fraction=1.0)
+        return
+    model = required(ctx.artifacts.model, "the base model")
+    # The service's own identity, not the job's role: the store is shared by every account.
+    store = BaseHeadStore(
+        S3Store(s3_client(ctx.settings, region=ctx.job.region)),
+        S3Location.parse(uri, field="EAGLENEST_BASE_HEADS_URI"),
+    )
+    key = base_head_key(model.snapshot)
+    head = store.find(key)
+    built = False
+    if head is None:
+        head = _build(ctx, store, key)
+        if head is None:
+            return
+        built = True
+    ctx.artifacts.base_head = _fetch(ctx, store, head, built=built)
+    ctx.report(f"Base head {head.location.uri} ({'built by this job' if built else 'reused'})", fraction=1.0)
+
+
+def _fetch(ctx: JobContext, store: BaseHeadStore, head: BaseHead, *, built: bool) -> HeadInput:
+    snapshot = store.snapshot(head)
+    local_dir = ctx.cache.fetch(store.store, snapshot, kind="heads")
+    store.verify(head, local_dir)
+    model = required(ctx.artifacts.model, "the base model")
+    try:
+        report = validate_head(local_dir, target_config_from_dict(model.config))
+    except InvalidHeadError as error:
+        raise JobFailedError(
+            f"The base head {head.location.uri} does not fit the model: "
+            f"{str(error).replace(str(local_dir), head.location.uri.rstrip('/'))}"
+        ) from error
+    summary = {
+        "num_parameters": report.num_parameters,
+        "draft_vocab_size": report.draft_vocab_size,
+        "aux_layer_ids": report.aux_layer_ids,
+        "warnings": report.warnings,
+    }
+    return HeadInput(
+        location=head.location,
+        snapshot=snapshot,
+        local_dir=local_dir,
+        summary=summary,
+        origin="base_heads",
+        sha256=head.sha256,
+        store_key=head.key,
+        built_by_this_job=built,
+    )
+
+
+def _build(ctx: JobContext, store: BaseHeadStore, key: str) -> BaseHead | None:
+    """Train the model's base head and commit it; None when the job has no time for it."""
+    model = required(ctx.artifacts.model, "the base model")
+    run_dir = ctx.work_dir / BASE_RUN_DIRNAME
+    sync = RunDirectorySync(ctx.s3, ctx.layout.staged(BASE_TRAIN_RUN), run_dir)
+    state = sync.restore()
+    trained = float(state.get("train_seconds") or 0.0) if state else 0.0
+    budget = base_head_budget_seconds(ctx.settings, seconds_left=ctx.seconds_left(), trained_seconds=trained)
+    if budget <= 0:
+        ctx.report(
+            f"No base head for {model.location.uri} yet, and MaxRuntimeInSeconds leaves no time to "
+            "build one: no Base EAGLE row",
+            fraction=1.0,
+        )
+        return None
+    data = _builtin_data(ctx)
+    config = base_head_config(
+        ctx.settings,
+        model_dir=required(model.local_dir, "the cached base model"),
+        data_files=[] if data is None else data.files,
+        run_dir=run_dir,
+        budget_minutes=budget / 60.0,
+    )
+    ctx.report(
+        f"No base head for {model.location.uri} yet: training one on the built-in data "
+        f"({budget / 60:.1f} minutes), for this job and every later job on the model",
+        fraction=0.0,
+    )
+    progress = _Progress(ctx, budget, on_step=sync.sync)
+    try:
+        result = train(config, progress, ctx.should_stop)
+    except ValueError as error:
+        raise JobFailedError(f"Training the base head failed: {error}") from error
+    sync.sync()
+    if result.training.stopped:
+        ctx.check()
+        raise RuntimeError("the base head's training stopped without a stop request or deadline")
+    head_dir = run_dir / HEAD_DIRNAME
+    name_the_verifier(head_dir, model.location.uri)
+    manifest = base_head_manifest(
+        model_uri=model.location.uri,
+        model=model.snapshot,
+        architecture=model.architecture,
+        data=data,
+        result=result,
+        built_by=ctx.job.arn,
+    )
+    # Named after the job (a redelivered job rewrites its own build, never another's).
+    job_id = uuid.uuid5(uuid.NAMESPACE_URL, f"{ctx.job.arn}@{ctx.job.created_at.isoformat()}")
+    build = f"{ctx.job.name}-{job_id}"
+    return store.publish(key, head_dir, build=build, manifest=manifest)
+
+
+def _builtin_data(ctx: JobContext) -> TrainingDataInput | None:
+    """The built-in datasets: the job's own data when it trains on them; None when no catalog
+    is published (the recipe's self-instruct prompts are then all the base head learns from)."""
+    data = required(ctx.artifacts.data, "the training data")
+    if data.kind == "BuiltIn":
+        return data
+    try:
+        snapshot, listing, datasets = builtin_snapshot(ctx.s3, ctx.settings)
+    except JobFailedError as error:
+        ctx.report(f"Base head: no built-in datasets ({error}); self-instruct prompts only", fraction=0.0)
+        return None
+    return fetch_training_data(
+        ctx.s3,
+        ctx.cache,
+        snapshot,
+        kind="BuiltIn",
+        listing=listing,
+        datasets=datasets,
+        max_skip_fraction=ctx.settings.max_skipped_record_fraction,
+    )
+
+
+class _Progress:
+    """The base head's training as the stage's progress (its steps are not the job's head's,
+    so they stay out of the training chart)."""
+
+    def __init__(self, ctx: JobContext, budget_seconds: float, *, on_step: Callable[[], object]) -> None:
+        self.ctx = ctx
+        self.budget_seconds = budget_seconds
+        self.on_step = on_step
+        self._last = 0.0
+
+    def __call__(self, progress: TrainProgress) -> None:
+        self.on_step()
+        now = time.monotonic()
+        if now - self._last < PROGRESS_INTERVAL_SECONDS and progress.stage != "done":
+            return
+        self._last = now
+        fraction = min(0.99, progress.elapsed_seconds / self.budget_seconds) if self.budget_seconds else None
+        self.ctx.report(f"Base head: {describe(progress)}", fraction=fraction)
