@@ -507,7 +507,7 @@ class _Trainer:
                 self._upcoming(), seconds=deadline - now, timer=timer, evals_per_step=self.evals_per_step
             )
             if fit is not None:
-                self.total_steps = max(self.step + 1, min(self.step_cap, self.step + fit))
+                self.total_steps = min(self.step_cap, max(self.step + 1, self.step + fit))
                 bar.total = self.total_steps
         estimate = estimate_seconds(
             self._upcoming(),

@@ -247,6 +247,17 @@ def test_time_budget_sizes_the_schedule_and_stops_in_time(
     assert result.files.head_dir is not None
 
 
+def test_max_steps_holds_under_a_time_budget(tiny_llama_dir: Path, data: Path, tmp_path: Path) -> None:
+    # The budget planner once re-planned past max_steps during the first steps.
+    result = train(
+        config(
+            tiny_llama_dir, data, tmp_path / "run", max_steps=3, time_budget_minutes=0.5, budget_clock="cpu"
+        )
+    )
+    assert result.training.steps == 3
+    assert len(metrics(tmp_path / "run")) == 3
+
+
 def test_bfloat16_compute_trains(tiny_llama_dir: Path, data: Path, tmp_path: Path) -> None:
     result = train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=20, compute_dtype="bfloat16"))
     rows = metrics(tmp_path / "run")
