@@ -31,7 +31,7 @@ from core.job_errors import JobFailedError
 from core.output_layout import HEAD_FILES
 from core.s3 import S3Location
 from core.s3_store import S3Store
-from worker.file_digest import sha256_of
+from trainer.file_digest import sha256_of
 from worker.s3_snapshot import S3Snapshot
 
 MANIFEST = "manifest.json"

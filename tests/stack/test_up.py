@@ -163,29 +163,13 @@ def test_the_embedded_stack_serves_jobs_and_stops_cleanly(stack: RunningStack) -
 
     # The stack made its distillation cache's bucket, which its own admin key reaches and the
     # development key does not.
-    cache = subprocess.run(
-        [sys.executable, "-m", "cli.main", "distillation-cache", "list", "--state-dir", info.state_dir],
-        capture_output=True,
-        text=True,
-        cwd=PROJECT_ROOT,
-        env={key: value for key, value in os.environ.items() if not key.startswith("EAGLENEST_")},
-        timeout=60,
-        check=False,
-    )
+    cache = _list_with_state_dir("distillation-cache", info.state_dir)
     assert cache.returncode == 0, cache.stdout + cache.stderr
     assert cache.stdout.strip() == f"{EMBEDDED_DISTILLATION_CACHE_URI}: no entries"
     with pytest.raises(ClientError, match="AccessDenied"):
         s3.list_objects_v2(Bucket=S3Location.parse(EMBEDDED_DISTILLATION_CACHE_URI, field="cache").bucket)
     # Its base heads are there too (none built yet), reached the same way.
-    heads = subprocess.run(
-        [sys.executable, "-m", "cli.main", "base-heads", "list", "--state-dir", info.state_dir],
-        capture_output=True,
-        text=True,
-        cwd=PROJECT_ROOT,
-        env={key: value for key, value in os.environ.items() if not key.startswith("EAGLENEST_")},
-        timeout=60,
-        check=False,
-    )
+    heads = _list_with_state_dir("base-heads", info.state_dir)
     assert heads.returncode == 0, heads.stdout + heads.stderr
     assert heads.stdout.strip() == f"{EMBEDDED_BASE_HEADS_URI}: no base heads"
 
@@ -280,4 +264,18 @@ def test_each_account_reaches_only_its_own_buckets_and_its_jobs_s3_as_its_role(s
     assert failed["FailureReason"] == "S3 access denied listing s3://models/tiny/"
     assert (
         dev.get_object(Bucket="models", Key="tiny/config.json")["Body"].read() == b'{"model_type": "llama"}'
+    )
+
+
+def _list_with_state_dir(command: str, state_dir: str) -> subprocess.CompletedProcess[str]:
+    """``eaglenest COMMAND list --state-dir``, with no EAGLENEST_* setting to lean on: the state
+    directory alone must reach the store with the stack's own admin key."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", command, "list", "--state-dir", state_dir],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env={key: value for key, value in os.environ.items() if not key.startswith("EAGLENEST_")},
+        timeout=60,
+        check=False,
     )

@@ -13,9 +13,9 @@ from core.job_errors import JobFailedError
 from core.s3 import S3Location
 from core.s3_store import S3Object, S3Store
 from db.settings import Settings
+from trainer.file_digest import sha256_of
 from worker.base_head_recipe import BASE_RECIPE, base_head_budget_seconds, base_head_config
 from worker.base_heads import BaseHeadStore, base_head_key
-from worker.file_digest import sha256_of
 from worker.s3_snapshot import S3Snapshot, SnapshotEntry
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

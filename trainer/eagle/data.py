@@ -54,6 +54,7 @@ from trainer.eagle.distilled import (
 from trainer.eagle.features import FEATURE_DTYPES, final_dtype_for
 from trainer.eagle.reporting import Stage
 from trainer.eagle.self_instruct import synthesize_prompts
+from trainer.file_digest import sha256_of
 
 PREPARED_DIR = "prepared"
 HELDOUT_FILE = "heldout.jsonl"
@@ -102,14 +103,6 @@ class PreparedData:
     stopped: bool = False  # should_stop() fired during preparation
 
 
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def data_fingerprint(config: TrainConfig) -> str:
     """What decides the samples; a resumed run must match it to reuse prepared/.
 
@@ -118,9 +111,9 @@ def data_fingerprint(config: TrainConfig) -> str:
     save distilling with the same settings (like a larger budget would), and a resumed job
     whose cache has grown meanwhile must keep the samples its checkpoints were trained on.
     """
-    files = [_file_digest(path) for path in expand_data_paths(config.data_paths)] if config.data_paths else []
+    files = [sha256_of(path) for path in expand_data_paths(config.data_paths)] if config.data_paths else []
     model_config = config.model_dir / "config.json"
-    model = _file_digest(model_config) if model_config.is_file() else None
+    model = sha256_of(model_config) if model_config.is_file() else None
     keys = [
         "max_length",
         "max_conversations",

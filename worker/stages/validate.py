@@ -28,9 +28,9 @@ from core.s3_store import S3Store, s3_errors
 from trainer.eagle.capture import UnsupportedArchitectureError, check_supported
 from trainer.eagle.head_format import InvalidHeadError
 from trainer.eagle.validate import validate_head
+from trainer.file_digest import sha256_of
 from worker.artifacts import BaseModelInput, HeadInput
 from worker.context import JobContext
-from worker.file_digest import sha256_of
 from worker.s3_snapshot import S3Snapshot, SnapshotEntry, safe_relative_path
 from worker.safetensors_check import SafetensorsError, check_safetensors
 from worker.target_config import target_config_from_dict

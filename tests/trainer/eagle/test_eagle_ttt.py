@@ -27,6 +27,20 @@ def make_head() -> tuple[Eagle3DraftModel, torch.Tensor]:
     return head, t2d
 
 
+def random_batch(
+    t2d: torch.Tensor, *, seed: int, length: int, masked_share: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Two rows of random ids, aux features, target logits and a loss mask."""
+    torch.manual_seed(seed)
+    ids = torch.randint(0, VOCAB, (2, length))
+    aux = torch.randn(2, length, 3 * 64)
+    logits = torch.randn(2, length, VOCAB) * 3
+    # Make the target's argmax a draft token at most positions.
+    logits[..., t2d] += 2.0
+    loss_mask = (torch.rand(2, length) > masked_share).long()
+    return ids, aux, logits, loss_mask
+
+
 def reference_loss(  # noqa: PLR0917 - mirrors ttt_loss's inputs one by one
     head: Eagle3DraftModel,
     ids: torch.Tensor,
@@ -76,13 +90,7 @@ def reference_loss(  # noqa: PLR0917 - mirrors ttt_loss's inputs one by one
 
 def test_ttt_loss_matches_the_dense_reference_in_value_and_gradient() -> None:
     head, t2d = make_head()
-    torch.manual_seed(1)
-    ids = torch.randint(0, VOCAB, (2, 11))
-    aux = torch.randn(2, 11, 3 * 64)
-    logits = torch.randn(2, 11, VOCAB) * 3
-    # Make the target's argmax a draft token at most positions.
-    logits[..., t2d] += 2.0
-    loss_mask = (torch.rand(2, 11) > 0.3).long()
+    ids, aux, logits, loss_mask = random_batch(t2d, seed=1, length=11, masked_share=0.3)
     out = ttt_loss(
         head,
         input_ids=ids,
@@ -105,13 +113,8 @@ def test_ttt_loss_matches_the_dense_reference_in_value_and_gradient() -> None:
 
 def test_feature_regression_adds_the_distance_to_the_targets_final_state() -> None:
     head, t2d = make_head()
-    torch.manual_seed(2)
-    ids = torch.randint(0, VOCAB, (2, 9))
-    aux = torch.randn(2, 9, 3 * 64)
-    logits = torch.randn(2, 9, VOCAB) * 3
-    logits[..., t2d] += 2.0
+    ids, aux, logits, loss_mask = random_batch(t2d, seed=2, length=9, masked_share=0.2)
     final_hidden = torch.randn(2, 9, 64)
-    loss_mask = (torch.rand(2, 9) > 0.2).long()
     out = ttt_loss(
         head,
         input_ids=ids,

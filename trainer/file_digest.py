@@ -1,4 +1,5 @@
-"""The sha256 of a local file, as lineage.json and the base-head store record it."""
+"""The sha256 of a local file: data fingerprints, converted models, lineage.json and the base-head
+store all record it this way. Light on purpose (no torch): the worker imports it too."""
 
 from __future__ import annotations
 
