@@ -15,6 +15,7 @@ benchmarks it as Base EAGLE and names it in lineage.json (URI and sha256).
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -44,6 +45,8 @@ from worker.training_progress import describe
 
 BASE_RUN_DIRNAME = "base-train"
 PROGRESS_INTERVAL_SECONDS = 2.0
+
+logger = logging.getLogger(__name__)
 
 
 def provide_base_head(ctx: JobContext) -> None:
@@ -134,7 +137,11 @@ def _build(ctx: JobContext, store: BaseHeadStore, key: str) -> BaseHead | None:
     try:
         result = train(config, progress, ctx.should_stop)
     except ValueError as error:
-        raise JobFailedError(f"Training the base head failed: {error}") from error
+        # The base head is the job's comparison row, not its product: built-in data the recipe
+        # cannot train on (no usable samples) must not fail a job that brought its own data.
+        logger.warning("base head for %s not built: %s", model.location.uri, error)
+        ctx.report(f"Base head not built ({error}): no Base EAGLE row", fraction=1.0)
+        return None
     sync.sync()
     if result.training.stopped:
         ctx.check()
