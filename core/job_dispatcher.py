@@ -18,6 +18,10 @@ class JobDispatcher(Protocol):
         """Ask the workers to end a job the api has just committed as STOPPING."""
         ...
 
+    def enqueue_endpoint(self, endpoint_id: int, instance_type: str) -> str:
+        """Queue the endpoint's supervisor on its instance type's queue; returns the task id."""
+        ...
+
 
 class CeleryJobDispatcher:
     """The real dispatcher: ``core.job_queue`` (Celery), imported on first use.
@@ -35,3 +39,8 @@ class CeleryJobDispatcher:
         from core import job_queue  # noqa: PLC0415 - deliberate lazy import, see class docstring
 
         job_queue.request_stop(job_id, task_id)
+
+    def enqueue_endpoint(self, endpoint_id: int, instance_type: str) -> str:
+        from core import endpoint_queue  # noqa: PLC0415 - deliberate lazy import, see class docstring
+
+        return endpoint_queue.enqueue_endpoint(endpoint_id, instance_type)

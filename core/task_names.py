@@ -4,3 +4,5 @@ Sending by name keeps the api from importing the pipeline (and, later, torch).
 """
 
 RUN_OPTIMIZATION_JOB = "optimization_job.run"
+# One per endpoint: starts its serving processes and supervises them until it is deleted.
+SERVE_ENDPOINT = "endpoint.serve"

@@ -8,6 +8,10 @@ Importing the package registers every table on ``Base.metadata`` (Alembic relies
 from db.base import Base
 from db.models.access_key import AccessKey
 from db.models.account import Account
+from db.models.endpoint import Endpoint
+from db.models.endpoint_config import EndpointConfig
+from db.models.endpoint_instance import EndpointInstance
+from db.models.endpoint_status import EndpointStatus
 from db.models.job_event import JobEvent
 from db.models.optimization_job import OptimizationJob
 from db.models.optimization_job_status import OptimizationJobStatus
@@ -20,6 +24,10 @@ __all__ = [
     "AccessKey",
     "Account",
     "Base",
+    "Endpoint",
+    "EndpointConfig",
+    "EndpointInstance",
+    "EndpointStatus",
     "JobEvent",
     "OptimizationJob",
     "OptimizationJobStatus",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -149,9 +150,34 @@ class Settings(BaseSettings):
         description="OptimizationOutput.RecommendedInferenceImage when the source model names no image.",
     )
 
+    # --- endpoints (CreateEndpoint): serving processes a worker task starts and supervises
+    endpoint_instance_types: Annotated[list[str], NoDecode] = Field(
+        default=["ml.g5.xlarge", "ml.g5.2xlarge", "ml.g6.xlarge", "ml.m5.xlarge", "ml.c5.xlarge"],
+        description="Instance types endpoint workers serve, comma-separated; each is a Celery queue "
+        "(endpoint_queue_prefix + type). CreateEndpointConfig refuses other types.",
+    )
+    endpoint_queue_prefix: str = Field(
+        default="endpoints.", description="Queue of an instance type's endpoints: this prefix + the type."
+    )
+    max_endpoint_instances: int = Field(
+        default=4, ge=1, description="Most InitialInstanceCount one production variant may ask for."
+    )
+    endpoint_instance_threads: int = Field(
+        default=1, ge=1, description="torch threads of each serving process (one CPU core each)."
+    )
+
     @field_validator("api_hostnames", mode="before")
     @classmethod
     def _split_hostnames(cls, value: Any) -> Any:
+        return (
+            [name.strip() for name in value.split(",") if name.strip()] if isinstance(value, str) else value
+        )
+
+    @field_validator("endpoint_instance_types", mode="before")
+    @classmethod
+    def _split_instance_types(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("["):
+            return json.loads(value)  # as tests' settings_as_env writes lists
         return (
             [name.strip() for name in value.split(",") if name.strip()] if isinstance(value, str) else value
         )
@@ -180,6 +206,9 @@ class Settings(BaseSettings):
         if self.api_host in ("", "0.0.0.0", "::", *self.api_hostnames):
             return list(self.api_hostnames)
         return [*self.api_hostnames, self.api_host]
+
+    def endpoint_queue(self, instance_type: str) -> str:
+        return f"{self.endpoint_queue_prefix}{instance_type}"
 
     @property
     def is_sqlite(self) -> bool:

@@ -23,6 +23,15 @@ SERVED_OPERATIONS = (
     "DescribeOptimizationJob",
     "ListOptimizationJobs",
     "StopOptimizationJob",
+    "CreateEndpointConfig",
+    "DeleteEndpointConfig",
+    "DescribeEndpointConfig",
+    "ListEndpointConfigs",
+    "CreateEndpoint",
+    "DeleteEndpoint",
+    "DescribeEndpoint",
+    "ListEndpoints",
+    "UpdateEndpoint",
 )
 
 _DROPPED_KEYS = frozenset({"documentation", "documentationUrl"})

@@ -14,7 +14,14 @@ from pydantic import BaseModel
 from api.operations.registry import REGISTRY
 from core.sagemaker.botocore_subset import SERVED_OPERATIONS, extract_subset
 from core.sagemaker.service_model import SHAPES_FILE, sagemaker_service_model
-from core.sagemaker.shapes import common, optimization_jobs, sagemaker_models, tags
+from core.sagemaker.shapes import (
+    common,
+    endpoint_configs,
+    endpoints,
+    optimization_jobs,
+    sagemaker_models,
+    tags,
+)
 from core.sagemaker.shapes.base import AwsRequest
 
 BOTOCORE_MODEL = Path(botocore.__file__).parent / "data" / "sagemaker" / "2017-07-24" / "service-2.json.gz"
@@ -49,7 +56,7 @@ def test_every_served_operation_has_a_handler() -> None:
 def _pydantic_class_for(shape_name: str) -> type[BaseModel]:
     if shape_name in SHAPE_ALIASES:
         return SHAPE_ALIASES[shape_name]
-    for module in (sagemaker_models, optimization_jobs, tags, common):
+    for module in (sagemaker_models, optimization_jobs, endpoint_configs, endpoints, tags, common):
         found = getattr(module, shape_name, None)
         if isinstance(found, type) and issubclass(found, BaseModel):
             return found

@@ -1,0 +1,20 @@
+"""The producer side of endpoints: queue an endpoint's supervisor on its instance type's queue."""
+
+from __future__ import annotations
+
+import logging
+
+from core.job_queue import producer_app
+from core.task_names import SERVE_ENDPOINT
+from db.settings import get_settings
+
+logger = logging.getLogger(__name__)
+
+
+def enqueue_endpoint(endpoint_id: int, instance_type: str) -> str:
+    """Queue the endpoint's supervisor task and return its task id; call after the row's commit."""
+    settings = get_settings()
+    queue = settings.endpoint_queue(instance_type)
+    result = producer_app(settings).send_task(SERVE_ENDPOINT, args=[endpoint_id], queue=queue)
+    logger.info("queued endpoint %s on %s as task %s", endpoint_id, queue, result.id)
+    return str(result.id)

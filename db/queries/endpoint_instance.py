@@ -1,0 +1,82 @@
+"""The serving instances of endpoints: written by their supervisor, read by Describe and InvokeEndpoint."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from db.models.endpoint_instance import EndpointInstance
+from db.types import utc_now
+
+IN_SERVICE = "InService"
+PENDING = "Pending"
+FAILED = "Failed"
+
+
+def list_endpoint_instances(
+    session: Session, *, endpoint_id: int, generation: int | None = None
+) -> list[EndpointInstance]:
+    statement = select(EndpointInstance).where(EndpointInstance.endpoint_id == endpoint_id)
+    if generation is not None:
+        statement = statement.where(EndpointInstance.generation == generation)
+    return list(session.scalars(statement.order_by(EndpointInstance.generation, EndpointInstance.ordinal)))
+
+
+def serving_urls(session: Session, *, endpoint_id: int, generation: int) -> list[str]:
+    """The URLs of the generation's instances that answer requests now."""
+    rows = session.scalars(
+        select(EndpointInstance.url).where(
+            EndpointInstance.endpoint_id == endpoint_id,
+            EndpointInstance.generation == generation,
+            EndpointInstance.status == IN_SERVICE,
+            EndpointInstance.url.is_not(None),
+        )
+    )
+    return [url for url in rows if url]
+
+
+def report_endpoint_instance(
+    session: Session,
+    *,
+    endpoint_id: int,
+    generation: int,
+    variant_name: str,
+    ordinal: int,
+    status: str,
+    url: str | None,
+    message: str | None = None,
+    restarted: bool = False,
+) -> EndpointInstance:
+    """Insert or update the row of one instance (its supervisor is the only writer)."""
+    instance = session.scalar(
+        select(EndpointInstance).where(
+            EndpointInstance.endpoint_id == endpoint_id,
+            EndpointInstance.generation == generation,
+            EndpointInstance.ordinal == ordinal,
+        )
+    )
+    if instance is None:
+        instance = EndpointInstance(
+            endpoint_id=endpoint_id,
+            generation=generation,
+            variant_name=variant_name,
+            ordinal=ordinal,
+            restarts=0,
+        )
+        session.add(instance)
+    instance.status = status
+    instance.url = url
+    instance.message = message
+    instance.updated_at = utc_now()
+    if restarted:
+        instance.restarts += 1
+    session.flush()
+    return instance
+
+
+def delete_generation_instances(session: Session, *, endpoint_id: int, generation: int) -> None:
+    session.execute(
+        delete(EndpointInstance).where(
+            EndpointInstance.endpoint_id == endpoint_id, EndpointInstance.generation == generation
+        )
+    )
