@@ -16,6 +16,7 @@ from api.error_responses import add_exception_handlers
 from api.middleware import RequestContextMiddleware
 from api.openapi import install_openapi
 from api.rest import health, optimization_jobs, sagemaker_models
+from api.runtime import routes as runtime_routes
 from api.state import ApiState
 from core.job_dispatcher import CeleryJobDispatcher, JobDispatcher
 from db.queries.account import dev_access_key_exists, ensure_dev_access_key
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None, *, dispatcher: JobDispatcher | 
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         prepare_database(state)
         yield
+        await state.runtime.aclose()
         state.engine.dispose()
 
     app = FastAPI(
@@ -93,6 +95,7 @@ def create_app(settings: Settings | None = None, *, dispatcher: JobDispatcher | 
     app.include_router(optimization_jobs.router)
     app.include_router(sagemaker_models.router)
     app.include_router(health.router)
+    app.include_router(runtime_routes.router)
     include_dashboard(app)
     return app
 

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.auth.authenticator import AccessKeyCache, Authenticator
 from api.auth.signed_headers import HostPolicy
 from api.metrics import ApiMetrics
+from api.runtime.state import RuntimeState
 from core.job_dispatcher import JobDispatcher
 from db.session import create_db_engine, create_read_session_factory, create_session_factory
 from db.settings import Settings
@@ -25,6 +26,7 @@ class ApiState:
     authenticator: Authenticator
     dispatcher: JobDispatcher
     metrics: ApiMetrics
+    runtime: RuntimeState
 
     @classmethod
     def build(cls, settings: Settings, dispatcher: JobDispatcher) -> ApiState:
@@ -37,6 +39,7 @@ class ApiState:
             cache=AccessKeyCache(settings.access_key_cache_seconds),
             hosts=HostPolicy(settings.served_hostnames),
         )
+        metrics = ApiMetrics()
         return cls(
             settings=settings,
             engine=engine,
@@ -44,5 +47,6 @@ class ApiState:
             read_session_factory=read_session_factory,
             authenticator=authenticator,
             dispatcher=dispatcher,
-            metrics=ApiMetrics(),
+            metrics=metrics,
+            runtime=RuntimeState(read_session_factory, metrics.registry),
         )

@@ -162,6 +162,14 @@ class Settings(BaseSettings):
     max_endpoint_instances: int = Field(
         default=4, ge=1, description="Most InitialInstanceCount one production variant may ask for."
     )
+    endpoint_instance_host: str = Field(
+        default="127.0.0.1", description="Address serving processes bind (0.0.0.0 when the api is elsewhere)."
+    )
+    endpoint_advertised_host: str | None = Field(
+        default=None,
+        description="Host the api reaches serving processes by (a compose service name); "
+        "default: the bind address.",
+    )
     endpoint_instance_threads: int = Field(
         default=1, ge=1, description="torch threads of each serving process (one CPU core each)."
     )

@@ -54,10 +54,20 @@ def register_stack_commands(subparsers: Any) -> None:
 
     worker = subparsers.add_parser("worker", help="run a Celery worker that executes optimization jobs")
     worker.add_argument(
-        "--concurrency", type=int, default=1, help="jobs run at once (default: 1, one per GPU)"
+        "--concurrency",
+        type=int,
+        default=None,
+        dest="concurrency_given",
+        help="jobs run at once (default: 1, one per GPU; with --endpoints, 8 endpoints)",
     )
     worker.add_argument("--loglevel", default="INFO", help="Celery log level (default: INFO)")
     worker.add_argument("--hostname", default=None, help="Celery node name (default: celery@<host>)")
+    worker.add_argument(
+        "--endpoints",
+        action="store_true",
+        help="serve endpoints instead: consume the EAGLENEST_ENDPOINT_INSTANCE_TYPES queues and run "
+        "each endpoint's serving processes (--concurrency endpoints at once, default 8)",
+    )
     worker.set_defaults(handler=run_worker)
 
     wait = subparsers.add_parser(
@@ -69,9 +79,17 @@ def register_stack_commands(subparsers: Any) -> None:
 
 def run_worker(args: argparse.Namespace) -> int:
     # Imported only when a worker runs: importing worker.app builds the Celery app from Settings.
-    from worker.app import main, worker_argv  # noqa: PLC0415
+    from worker.app import endpoint_worker_argv, main, worker_argv  # noqa: PLC0415
 
-    main(worker_argv(concurrency=args.concurrency, loglevel=args.loglevel, hostname=args.hostname))
+    if args.endpoints:
+        concurrency = 8 if args.concurrency_given is None else args.concurrency_given
+        main(
+            endpoint_worker_argv(
+                get_settings(), concurrency=concurrency, loglevel=args.loglevel, hostname=args.hostname
+            )
+        )
+        return 0
+    main(worker_argv(concurrency=args.concurrency_given or 1, loglevel=args.loglevel, hostname=args.hostname))
     return 0
 
 

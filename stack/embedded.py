@@ -90,6 +90,7 @@ class EmbeddedStack:
         self._prepare_database()
         self._start_s3_identity_sync(admin, s3, seaweedfs)
         self._start_worker(env)
+        self._start_endpoint_worker(env)
         api_url = self._start_api(env)
         info = StackInfo(
             api_url=api_url,
@@ -206,6 +207,42 @@ class EmbeddedStack:
         wait_until_ready(
             worker_ready,
             what="Celery worker",
+            process=process,
+            timeout_seconds=self.options.startup_timeout_seconds,
+        )
+
+    def _start_endpoint_worker(self, env: dict[str, str]) -> None:
+        """Endpoints' supervisors (CreateEndpoint): a thread each, their serving processes its children."""
+        log_path = self.layout.log("endpoints")
+        log_size = log_path.stat().st_size if log_path.exists() else 0
+        process = self.supervisor.start(
+            ProcessSpec(
+                name="endpoints",
+                argv=[
+                    sys.executable,
+                    "-m",
+                    "cli.main",
+                    "worker",
+                    "--endpoints",
+                    "--hostname=eaglenest-endpoints@%h",
+                ],
+                env=env,
+                log_path=log_path,
+                cwd=self.layout.root,
+                # The serving processes die with it (PR_SET_PDEATHSIG) when it is killed.
+                stop_timeout_seconds=10.0,
+                restart=CHILD_RESTARTS,
+            )
+        )
+
+        def ready() -> bool:
+            with log_path.open("rb") as log:
+                log.seek(log_size)
+                return b" ready." in log.read()
+
+        wait_until_ready(
+            ready,
+            what="endpoint worker",
             process=process,
             timeout_seconds=self.options.startup_timeout_seconds,
         )

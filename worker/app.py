@@ -10,7 +10,7 @@ from core.celery_config import celery_config
 from db.settings import Settings, get_settings
 
 # Imported by the worker at start-up; the api never imports them (it sends tasks by name).
-TASK_MODULES = ["worker.tasks", "worker.signals"]
+TASK_MODULES = ["worker.tasks", "worker.endpoint_tasks", "worker.signals"]
 
 _apps: dict[tuple[str, ...], Celery] = {}
 
@@ -39,6 +39,26 @@ celery_app = get_celery_app()
 
 def worker_argv(*, concurrency: int = 1, loglevel: str = "INFO", hostname: str | None = None) -> list[str]:
     argv = ["worker", f"--loglevel={loglevel}", f"--concurrency={concurrency}", "--pool=prefork"]
+    if hostname:
+        argv.append(f"--hostname={hostname}")
+    return argv
+
+
+def endpoint_worker_argv(
+    settings: Settings, *, concurrency: int = 8, loglevel: str = "INFO", hostname: str | None = None
+) -> list[str]:
+    """A worker for endpoints: it consumes every served instance type's queue, and runs each
+    endpoint's supervisor in a thread (the serving processes are its children), so one worker
+    holds ``concurrency`` endpoints at once."""
+    queues = ",".join(settings.endpoint_queue(kind) for kind in settings.endpoint_instance_types)
+    argv = [
+        "worker",
+        f"--loglevel={loglevel}",
+        f"--concurrency={concurrency}",
+        "--pool=threads",
+        "-Q",
+        queues,
+    ]
     if hostname:
         argv.append(f"--hostname={hostname}")
     return argv

@@ -29,7 +29,7 @@ class AwsError(Exception):
         super().__init__(message)
         self.message = message
 
-    def body(self) -> dict[str, str]:
+    def body(self) -> dict[str, Any]:
         return {"__type": self.code, "message": self.message}
 
     @classmethod

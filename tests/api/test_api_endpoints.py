@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.factories.accounts import AccountCredentials, create_account
@@ -226,3 +228,29 @@ def test_the_aws_cli_creates_and_describes(aws_cli: AwsCli, sagemaker: Any, mode
     described = aws_cli("describe-endpoint", "--endpoint-name", "cli-ep").json()
     assert described["EndpointStatus"] == "Creating"
     assert described["ProductionVariants"][0]["DesiredInstanceCount"] == 2
+
+
+def test_invoking_an_endpoint_that_is_not_in_service(
+    live_server: LiveServer, sagemaker: Any, account: AccountCredentials, model_name: str
+) -> None:
+    config = create_endpoint_config_request(model_name)
+    sagemaker.create_endpoint_config(**config)
+    sagemaker.create_endpoint(EndpointName="warming", EndpointConfigName=config["EndpointConfigName"])
+    runtime = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=live_server.url,
+        region_name="us-west-2",
+        aws_access_key_id=account.access_key_id,
+        aws_secret_access_key=account.secret_access_key,
+        config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+    )
+    with pytest.raises(ClientError) as raised:
+        runtime.invoke_endpoint(EndpointName="warming", Body=b'{"inputs": "hi"}')
+    assert error_of(raised) == (
+        "ValidationError",
+        f"Endpoint warming of account {account.aws_account_id} is not in service (EndpointStatus Creating).",
+    )
+    assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    with pytest.raises(ClientError) as raised:
+        runtime.invoke_endpoint(EndpointName="warming", Body=b'{"inputs": "hi"}', CustomAttributes="x")
+    assert error_of(raised)[0] == "ValidationError"

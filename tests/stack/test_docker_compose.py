@@ -77,7 +77,7 @@ def compose(raw_compose: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_stack_has_every_service(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {"db", "redis", "s3", "prestart", "api", "worker"}
+    assert set(compose["services"]) == {"db", "redis", "s3", "prestart", "api", "worker", "endpoints"}
     assert compose["services"]["s3"]["image"].startswith("chrislusf/seaweedfs:")
     assert compose["services"]["s3"]["command"][:2] == ["server", "-s3"]
 
@@ -93,7 +93,7 @@ def test_postgres_healthcheck_asks_the_database_itself(compose: dict[str, Any]) 
     assert "pg_isready" in compose["services"]["db"]["healthcheck"]["test"][1]
 
 
-@pytest.mark.parametrize("service", ["api", "worker"])
+@pytest.mark.parametrize("service", ["api", "worker", "endpoints"])
 def test_app_services_start_after_migration_and_healthy_dependencies(
     compose: dict[str, Any], service: str
 ) -> None:
@@ -129,7 +129,7 @@ def test_compose_refuses_to_start_without_a_required_variable(
         interpolate(raw_compose, env)
 
 
-@pytest.mark.parametrize("service", ["prestart", "api", "worker"])
+@pytest.mark.parametrize("service", ["prestart", "api", "worker", "endpoints"])
 def test_app_environment_is_valid_production_settings(compose: dict[str, Any], service: str) -> None:
     environment = compose["services"][service]["environment"]
     fields = {}
@@ -147,7 +147,7 @@ def test_app_environment_is_valid_production_settings(compose: dict[str, Any], s
     assert settings.s3_endpoint_url == "http://s3:8333"
 
 
-@pytest.mark.parametrize("service", ["api", "worker"])
+@pytest.mark.parametrize("service", ["api", "worker", "endpoints"])
 def test_app_commands_are_real_eaglenest_subcommands(compose: dict[str, Any], service: str) -> None:
     args = build_parser().parse_args(compose["services"][service]["command"])
     assert callable(args.handler)

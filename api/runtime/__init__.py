@@ -1,0 +1,1 @@
+"""The sagemaker-runtime wire: InvokeEndpoint and InvokeEndpointWithResponseStream."""

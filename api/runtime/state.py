@@ -1,0 +1,54 @@
+"""What the runtime holds for the api's lifetime: the balancer, one HTTP client, the metrics."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+from prometheus_client import CollectorRegistry
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.runtime.endpoint_metrics import EndpointMetrics
+from api.runtime.invocation_log import Invocation
+from api.runtime.targets import Balancer
+from core.sagemaker.errors import AwsError
+
+
+class RuntimeState:
+    def __init__(self, session_factory: sessionmaker[Session], registry: CollectorRegistry) -> None:
+        self.balancer = Balancer(session_factory)
+        self.metrics = EndpointMetrics(registry)
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """Created on first use, inside the api's event loop; pooled connections to the instances."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(limits=httpx.Limits(max_connections=256))
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def finished(
+        self,
+        invocation: Invocation,
+        *,
+        error: Exception | None = None,
+        text: str | None = None,
+        usage: dict[str, Any] | None = None,
+        response_body: bytes | None = None,
+    ) -> None:
+        """Record an invocation that ended (``error`` set when it failed)."""
+        code = "200" if error is None else (error.code if isinstance(error, AwsError) else "InternalFailure")
+        usage = usage or {}
+        self.metrics.observe(
+            endpoint=invocation.target.endpoint_name,
+            code=code,
+            seconds=time.perf_counter() - invocation.started,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+        )

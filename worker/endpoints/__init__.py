@@ -1,0 +1,1 @@
+"""Endpoints: the serving processes of a deployed model, started and supervised by a worker task."""

@@ -1,0 +1,116 @@
+"""One endpoint instance: a ``python -m trainer serve`` process and what it printed.
+
+The serving engine prints ``eaglenest serving on http://HOST:PORT`` once it accepts requests
+(port 0 lets the OS pick one); until then the instance is starting. SIGTERM makes it finish
+the requests it holds and exit, which is how an update drains the old instances.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from pathlib import Path
+
+from worker.endpoints.model_files import ServedModel
+
+READY_PREFIX = "eaglenest serving on "
+PR_SET_PDEATHSIG = 1
+TAIL_LINES = 30
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the thread that started it dies, so a worker
+    that is killed leaves no serving process behind (Linux; elsewhere the stop path alone)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class ServingProcess:
+    def __init__(
+        self,
+        model: ServedModel,
+        *,
+        threads: int,
+        log_path: Path,
+        host: str = "127.0.0.1",
+        advertised: str | None = None,
+    ) -> None:
+        self.model = model
+        self.threads = threads
+        self.host = host
+        self.advertised = advertised
+        self.log_path = log_path
+        self.url: str | None = None
+        self._tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._process: subprocess.Popen[str] | None = None
+
+    def argv(self) -> list[str]:
+        argv = [sys.executable, "-m", "trainer", "serve", "--model", str(self.model.model_dir)]
+        if self.model.head_dir is not None:
+            argv += ["--head", str(self.model.head_dir)]
+            if self.model.num_speculative_tokens is not None:
+                argv += ["--num-speculative-tokens", str(self.model.num_speculative_tokens)]
+        argv += ["--threads", str(self.threads), "--host", self.host, "--port", "0"]
+        return [*argv, "--served-model-name", self.model.model_name]
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # One core per thread asked for: OpenMP and MKL pools would otherwise take every core.
+        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
+        self._process = subprocess.Popen(
+            self.argv(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, which is async-signal-safe
+        )
+        threading.Thread(target=self._read_output, name="endpoint-instance-output", daemon=True).start()
+
+    def _read_output(self) -> None:
+        process = self._process
+        assert process is not None
+        assert process.stdout is not None
+        with self.log_path.open("a", encoding="utf-8") as log:
+            for line in process.stdout:
+                log.write(line)
+                log.flush()
+                self._tail.append(line.rstrip())
+                if line.startswith(READY_PREFIX):
+                    url = line[len(READY_PREFIX) :].strip()
+                    if self.advertised:  # http://0.0.0.0:PORT -> http://<advertised>:PORT
+                        url = f"http://{self.advertised}:{url.rsplit(':', 1)[1]}"
+                    self.url = url
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def exit_code(self) -> int | None:
+        """None while it runs (or before it started)."""
+        return None if self._process is None else self._process.poll()
+
+    def failure(self) -> str:
+        """Why it ended, in a line: the exit code and the last lines it printed."""
+        lines = [line for line in self._tail if line.strip()]
+        last = " | ".join(lines[-3:]) if lines else "no output"
+        return f"serving process exited with code {self.exit_code()}: {last}"
+
+    def stop(self, timeout_seconds: float = 60.0) -> None:
+        """SIGTERM (it finishes the requests it holds), then SIGKILL after ``timeout_seconds``."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout_seconds)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
