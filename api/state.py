@@ -48,5 +48,7 @@ class ApiState:
             authenticator=authenticator,
             dispatcher=dispatcher,
             metrics=metrics,
-            runtime=RuntimeState(read_session_factory, metrics.registry),
+            runtime=RuntimeState(
+                read_session_factory, metrics.registry, write_session_factory=session_factory
+            ),
         )

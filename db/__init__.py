@@ -9,6 +9,7 @@ from db.base import Base
 from db.models.access_key import AccessKey
 from db.models.account import Account
 from db.models.endpoint import Endpoint
+from db.models.endpoint_capture import EndpointCapture
 from db.models.endpoint_config import EndpointConfig
 from db.models.endpoint_instance import EndpointInstance
 from db.models.endpoint_status import EndpointStatus
@@ -25,6 +26,7 @@ __all__ = [
     "Account",
     "Base",
     "Endpoint",
+    "EndpointCapture",
     "EndpointConfig",
     "EndpointInstance",
     "EndpointStatus",

@@ -14,3 +14,4 @@ class Invocation:
     call: ModelCall
     request_body: bytes
     started: float  # time.perf_counter() when the request arrived
+    content_type: str = "application/json"

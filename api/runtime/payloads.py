@@ -116,3 +116,12 @@ def stream_piece(call: ModelCall, event: dict[str, Any]) -> str:
     if call.kind == "chat":
         return str((choice.get("delta") or {}).get("content") or "")
     return str(choice.get("text") or "")
+
+
+def streamed_document(call: ModelCall, text: str) -> Any:
+    """A streamed answer as the non-streamed one would have been (what data capture stores)."""
+    if call.kind == "inputs":
+        return [{"generated_text": (call.prompt or "") + text if call.return_full_text else text}]
+    if call.kind == "chat":
+        return {"object": "chat.completion", "choices": [{"message": {"role": "assistant", "content": text}}]}
+    return {"object": "text_completion", "choices": [{"text": text}]}

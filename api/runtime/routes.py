@@ -22,7 +22,14 @@ from api.deps import get_api_state, signed_request_from
 from api.error_responses import error_responses
 from api.runtime import event_stream, proxy
 from api.runtime.invocation_log import Invocation
-from api.runtime.payloads import ModelCall, completion_text, parse_invocation, response_document, stream_piece
+from api.runtime.payloads import (
+    ModelCall,
+    completion_text,
+    parse_invocation,
+    response_document,
+    stream_piece,
+    streamed_document,
+)
 from api.runtime.targets import Target
 from api.state import ApiState
 from core.principal import Principal
@@ -56,7 +63,13 @@ async def _prepare(
 async def invoke_endpoint(endpoint_name: str, request: Request) -> Response:
     started = time.perf_counter()
     state, _principal, target, call, body = await _prepare(request, "InvokeEndpoint", stream=False)
-    invocation = Invocation(target=target, call=call, request_body=body, started=started)
+    invocation = Invocation(
+        target=target,
+        call=call,
+        request_body=body,
+        started=started,
+        content_type=request.headers.get("content-type", "application/json"),
+    )
     try:
         answer = await proxy.complete(state.runtime.client, target, call)
     except Exception as error:
@@ -83,7 +96,13 @@ async def invoke_endpoint_with_response_stream(endpoint_name: str, request: Requ
     state, _principal, target, call, body = await _prepare(
         request, "InvokeEndpointWithResponseStream", stream=True
     )
-    invocation = Invocation(target=target, call=call, request_body=body, started=started)
+    invocation = Invocation(
+        target=target,
+        call=call,
+        request_body=body,
+        started=started,
+        content_type=request.headers.get("content-type", "application/json"),
+    )
     stack = AsyncExitStack()
     try:
         upstream = await stack.enter_async_context(proxy.open_stream(state.runtime.client, target, call))
@@ -112,7 +131,8 @@ async def invoke_endpoint_with_response_stream(endpoint_name: str, request: Requ
                 yield event_stream.payload_part(json.dumps(final).encode() + b"\n")
             else:
                 yield event_stream.payload_part(b"data: [DONE]\n\n")
-            state.runtime.finished(invocation, text=text, usage=usage, response_body=text.encode())
+            document = json.dumps(streamed_document(call, text)).encode()
+            state.runtime.finished(invocation, text=text, usage=usage, response_body=document)
         except Exception as error:  # the status line is sent: the error travels as an event
             state.runtime.finished(invocation, error=error)
             yield event_stream.model_stream_error(str(error), "ModelStreamError")

@@ -9,6 +9,7 @@ import httpx
 from prometheus_client import CollectorRegistry
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.runtime.capture import CaptureWriter, capture_line, should_capture
 from api.runtime.endpoint_metrics import EndpointMetrics
 from api.runtime.invocation_log import Invocation
 from api.runtime.targets import Balancer
@@ -16,8 +17,15 @@ from core.sagemaker.errors import AwsError
 
 
 class RuntimeState:
-    def __init__(self, session_factory: sessionmaker[Session], registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        session_factory: sessionmaker[Session],
+        registry: CollectorRegistry,
+        *,
+        write_session_factory: sessionmaker[Session] | None = None,
+    ) -> None:
         self.balancer = Balancer(session_factory)
+        self.captures = CaptureWriter(write_session_factory or session_factory)
         self.metrics = EndpointMetrics(registry)
         self._client: httpx.AsyncClient | None = None
 
@@ -52,3 +60,12 @@ class RuntimeState:
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             output_tokens=int(usage.get("completion_tokens") or 0),
         )
+        config = invocation.target.data_capture
+        if error is None and config is not None and should_capture(config):
+            line = capture_line(
+                config,
+                request_body=invocation.request_body,
+                content_type=invocation.content_type,
+                response_body=response_body,
+            )
+            self.captures.put(invocation.target.endpoint_id, line)

@@ -50,10 +50,19 @@ class ServedModel:
     num_speculative_tokens: int | None
 
 
-def fetch_served_model(settings: Settings, *, owner: EndpointOwner, spec: dict[str, Any]) -> ServedModel:
-    """Download (or find cached) the variant's model and head; EndpointFailedError says why not."""
-    variant = spec["ProductionVariants"][0]
-    name = str(variant["ModelName"])
+@dataclass(frozen=True)
+class VariantModel:
+    """The variant's SageMaker model as the worker reads it: its container and S3 as its role."""
+
+    name: str
+    container: ContainerDefinition
+    store: S3Store
+
+
+def variant_model(settings: Settings, *, owner: EndpointOwner, spec: dict[str, Any]) -> VariantModel:
+    """The model of the spec's variant, and S3 signed as the configuration's ExecutionRoleArn
+    (or else the model's), as SageMaker reads model files and writes captured data."""
+    name = str(spec["ProductionVariants"][0]["ModelName"])
     with session_scope() as session:
         model = get_sagemaker_model_by_name(session, account_id=owner.account_id, name=name)
         if model is None:
@@ -82,24 +91,30 @@ def fetch_served_model(settings: Settings, *, owner: EndpointOwner, spec: dict[s
             credentials=(credentials.access_key_id, credentials.secret_access_key),
         )
     )
+    return VariantModel(name=name, container=ContainerDefinition.model_validate(container), store=store)
+
+
+def fetch_served_model(settings: Settings, *, owner: EndpointOwner, spec: dict[str, Any]) -> ServedModel:
+    """Download (or find cached) the variant's model and head; EndpointFailedError says why not."""
+    model = variant_model(settings, owner=owner, spec=spec)
     cache = ArtifactCache(cache_root(settings))
-    definition = ContainerDefinition.model_validate(container)
     try:
-        model_dir = _fetch(
-            store, cache, model_location(OptimizationJobModelSource(), definition), "models", settings
-        )
-        head_source = eagle_head_location(definition)
+        source = model_location(OptimizationJobModelSource(), model.container)
+        model_dir = _fetch(model.store, cache, source, "models", settings)
+        head_source = eagle_head_location(model.container)
         head_dir = (
             None
             if head_source is None
-            else resolve_head_dir(_fetch(store, cache, head_source, "heads", settings))
+            else resolve_head_dir(_fetch(model.store, cache, head_source, "heads", settings))
         )
     except (JobFailedError, ValueError) as error:
         raise EndpointFailedError(str(error)) from error
     k = None
     if head_dir is not None:
         k = served_speculative_tokens(json.loads((head_dir / "config.json").read_text(encoding="utf-8")))
-    return ServedModel(model_name=name, model_dir=model_dir, head_dir=head_dir, num_speculative_tokens=k)
+    return ServedModel(
+        model_name=model.name, model_dir=model_dir, head_dir=head_dir, num_speculative_tokens=k
+    )
 
 
 def _fetch(store: S3Store, cache: ArtifactCache, source: ModelData, kind: str, settings: Settings) -> Path:

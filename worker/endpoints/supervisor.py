@@ -32,6 +32,7 @@ from db.queries.endpoint_instance import delete_generation_instances
 from db.session import session_scope
 from db.settings import Settings
 from worker.artifact_cache import cache_root
+from worker.endpoints.capture_upload import CaptureUploader
 from worker.endpoints.fleet import Fleet
 from worker.endpoints.model_files import EndpointFailedError, EndpointOwner, fetch_served_model
 
@@ -92,12 +93,11 @@ def _delete(endpoint_id: int) -> None:
 
 
 class EndpointSupervisor:
-    def __init__(
-        self, endpoint_id: int, settings: Settings, *, after_poll: Callable[[], None] | None = None
-    ) -> None:
+    def __init__(self, endpoint_id: int, settings: Settings) -> None:
         self.endpoint_id = endpoint_id
         self.settings = settings
-        self.after_poll = after_poll
+        self.uploader: CaptureUploader | None = None
+        self._spec: dict[str, Any] | None = None
         self.log_dir = cache_root(settings) / "endpoints" / f"endpoint-{endpoint_id}"
         self.owner: EndpointOwner | None = None
 
@@ -114,6 +114,7 @@ class EndpointSupervisor:
         fleet: Fleet | None = None
         try:
             self.owner = self._owner()
+            self._spec = view.config_spec
             fleet = self._roll_out(view.generation, view.config_spec, self._check_deleted)
             if not _change(
                 self.endpoint_id,
@@ -134,6 +135,8 @@ class EndpointSupervisor:
         finally:
             if fleet is not None:
                 fleet.stop()
+        if self.uploader is not None and self._spec is not None:
+            self.uploader.flush(self._spec)  # what was captured before the end still reaches S3
         view = _view(self.endpoint_id)
         if view is not None and view.status is EndpointStatus.DELETING:
             _delete(self.endpoint_id)
@@ -145,9 +148,13 @@ class EndpointSupervisor:
                 raise EndpointDeletedError
             # arn:aws:sagemaker:<region>:<account>:endpoint/<name>
             aws_account_id = endpoint.arn.split(":")[4]
-            return EndpointOwner(
+            owner = EndpointOwner(
                 account_id=endpoint.account_id, aws_account_id=aws_account_id, region=endpoint.region
             )
+            self.uploader = CaptureUploader(
+                self.settings, endpoint_id=self.endpoint_id, endpoint_name=endpoint.name, owner=owner
+            )
+            return owner
 
     def _check_deleted(self) -> EndpointView:
         view = _view(self.endpoint_id)
@@ -188,9 +195,10 @@ class EndpointSupervisor:
         while True:
             time.sleep(POLL_SECONDS)
             fleet.poll()
-            if self.after_poll is not None:
-                self.after_poll()
             view = self._check_deleted()
+            self._spec = view.config_spec
+            if self.uploader is not None:
+                self.uploader.flush_if_due(view.config_spec)
             if view.status is EndpointStatus.UPDATING and view.pending_config_spec is not None:
                 fleet = self._update(fleet, view)
 
