@@ -8,7 +8,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from api.dashboard import jobs, models
+from api.dashboard import endpoints, jobs, models
 
 STATIC_DIR = Path(__file__).with_name("static")
 
@@ -31,4 +31,5 @@ def include_dashboard(app: FastAPI) -> None:
     app.include_router(router)
     app.include_router(jobs.router)
     app.include_router(models.router)
+    app.include_router(endpoints.router)
     app.mount("/dashboard/static", StaticFiles(directory=STATIC_DIR), name="dashboard-static")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from core.sagemaker.shapes.base import AwsShape, AwsTimestamp
+from core.sagemaker.shapes.endpoints import DescribeEndpointOutput
 from core.sagemaker.shapes.sagemaker_models import DescribeModelOutput
 
 
@@ -82,4 +83,35 @@ class JobResults(AwsShape):
 
 class DashboardModelList(AwsShape):
     models: list[DescribeModelOutput]
+    next_token: str | None = None
+
+
+class DashboardEndpointInstance(AwsShape):
+    generation: int
+    ordinal: int
+    status: str = Field(description="Pending, InService or Failed (restarting).")
+    restarts: int
+    message: str | None = None
+
+
+class DashboardEndpointLive(AwsShape):
+    """Read from the serving instances now (their own /metrics)."""
+
+    instances_answering: int
+    requests_running: float
+    generated_tokens: float = Field(description="Tokens the serving instances generated since they started.")
+    acceptance_length: float | None = Field(
+        default=None,
+        description="Tokens per target step (1 + accepted drafts / verifications); none without a head.",
+    )
+
+
+class DashboardEndpoint(AwsShape):
+    endpoint: DescribeEndpointOutput
+    instances: list[DashboardEndpointInstance]
+    live: DashboardEndpointLive
+
+
+class DashboardEndpointList(AwsShape):
+    endpoints: list[DashboardEndpoint]
     next_token: str | None = None

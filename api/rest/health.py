@@ -48,4 +48,5 @@ async def healthz(state: ApiStateDep) -> Response:
 
 @router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
 async def metrics(state: ApiStateDep) -> Response:
+    await state.runtime.refresh_metrics()
     return Response(state.metrics.render(), media_type=state.metrics.content_type)

@@ -8,12 +8,15 @@ from typing import Any
 import httpx
 from prometheus_client import CollectorRegistry
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 
 from api.runtime.capture import CaptureWriter, capture_line, should_capture
 from api.runtime.endpoint_metrics import EndpointMetrics
+from api.runtime.instance_stats import EndpointStats, endpoint_stats
 from api.runtime.invocation_log import Invocation
 from api.runtime.targets import Balancer
 from core.sagemaker.errors import AwsError
+from db.queries.endpoint_instance import serving_instance_urls
 
 
 class RuntimeState:
@@ -24,6 +27,7 @@ class RuntimeState:
         *,
         write_session_factory: sessionmaker[Session] | None = None,
     ) -> None:
+        self._session_factory = session_factory
         self.balancer = Balancer(session_factory)
         self.captures = CaptureWriter(write_session_factory or session_factory)
         self.metrics = EndpointMetrics(registry)
@@ -41,6 +45,19 @@ class RuntimeState:
             await self._client.aclose()
             self._client = None
 
+    async def instance_stats(self, *, account_id: int | None = None) -> dict[str, EndpointStats]:
+        """Live stats of the endpoints serving now (of one account, or all), by ARN."""
+
+        def urls() -> list[tuple[str, str]]:
+            with self._session_factory() as session:
+                return serving_instance_urls(session, account_id=account_id)
+
+        return await endpoint_stats(self.client, await run_in_threadpool(urls))
+
+    async def refresh_metrics(self) -> None:
+        """Before /metrics renders: the instance gauges of every endpoint serving now."""
+        self.metrics.instance_gauges.snapshot = await self.instance_stats()
+
     def finished(
         self,
         invocation: Invocation,
@@ -54,7 +71,7 @@ class RuntimeState:
         code = "200" if error is None else (error.code if isinstance(error, AwsError) else "InternalFailure")
         usage = usage or {}
         self.metrics.observe(
-            endpoint=invocation.target.endpoint_name,
+            endpoint=invocation.target.endpoint_arn,
             code=code,
             seconds=time.perf_counter() - invocation.started,
             prompt_tokens=int(usage.get("prompt_tokens") or 0),

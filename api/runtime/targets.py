@@ -19,6 +19,7 @@ from db.queries.endpoint_instance import serving_urls
 @dataclass(frozen=True)
 class Target:
     endpoint_id: int
+    endpoint_arn: str
     endpoint_name: str
     variant_name: str
     # In the order to try them: the first is this request's turn, the rest its fallbacks.
@@ -47,7 +48,7 @@ class Balancer:
             urls = serving_urls(session, endpoint_id=endpoint.id, generation=endpoint.generation)
             variant = endpoint.config_spec["ProductionVariants"][0]
             capture = endpoint.config_spec.get("DataCaptureConfig")
-            endpoint_id = endpoint.id
+            endpoint_id, endpoint_arn = endpoint.id, endpoint.arn
         if not urls:
             raise ServiceUnavailable(f"No instance of endpoint {name} is serving right now; retry shortly.")
         with self._lock:
@@ -55,6 +56,7 @@ class Balancer:
         start = turn % len(urls)
         return Target(
             endpoint_id=endpoint_id,
+            endpoint_arn=endpoint_arn,
             endpoint_name=name,
             variant_name=str(variant["VariantName"]),
             urls=urls[start:] + urls[:start],

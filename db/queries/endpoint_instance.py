@@ -5,7 +5,9 @@ from __future__ import annotations
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from db.models.endpoint import Endpoint
 from db.models.endpoint_instance import EndpointInstance
+from db.models.endpoint_status import SERVING_STATUSES
 from db.types import utc_now
 
 IN_SERVICE = "InService"
@@ -80,3 +82,20 @@ def delete_generation_instances(session: Session, *, endpoint_id: int, generatio
             EndpointInstance.endpoint_id == endpoint_id, EndpointInstance.generation == generation
         )
     )
+
+
+def serving_instance_urls(session: Session, *, account_id: int | None = None) -> list[tuple[str, str]]:
+    """(endpoint ARN, instance URL) of every instance serving now, of one account or all."""
+    statement = (
+        select(Endpoint.arn, EndpointInstance.url)
+        .join(EndpointInstance, EndpointInstance.endpoint_id == Endpoint.id)
+        .where(
+            Endpoint.status.in_(list(SERVING_STATUSES)),
+            EndpointInstance.generation == Endpoint.generation,
+            EndpointInstance.status == IN_SERVICE,
+            EndpointInstance.url.is_not(None),
+        )
+    )
+    if account_id is not None:
+        statement = statement.where(Endpoint.account_id == account_id)
+    return [(arn, url) for arn, url in session.execute(statement) if url]

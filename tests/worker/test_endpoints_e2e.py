@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from db.settings import Settings
 from stack.processes import ManagedProcess
+from tests.api.signed_http import rest_call
 from tests.factories.accounts import AccountCredentials
 from tests.fixtures.worker import launch_endpoint_worker
 from tests.worker.endpoint_clients import (
@@ -100,6 +101,8 @@ def test_deploy_invoke_balance_restart_delete(  # noqa: PLR0917 - fixtures
     served = [_requests_served(row.url) for row in rows if row.url]
     assert len(served) == 2, served
     assert all(count >= 2 for count in served), served
+
+    _check_metrics_and_dashboard(worker_api_url, worker_account, name, described["EndpointArn"])
 
     streamed = runtime.invoke_endpoint_with_response_stream(
         EndpointName=name,
@@ -236,3 +239,19 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/status").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text()
+
+
+def _check_metrics_and_dashboard(api_url: str, account: AccountCredentials, name: str, arn: str) -> None:
+    """Per-endpoint metrics (the api's count of invocations, the instances' acceptance length)
+    and the dashboard's endpoints route, after 7 answered invocations."""
+    exposition = httpx.get(f"{api_url}/metrics", timeout=10).text
+    assert f'eaglenest_endpoint_invocations_total{{code="200",endpoint="{arn}"}} 7.0' in exposition
+    assert f'eaglenest_endpoint_instances_answering{{endpoint="{arn}"}} 2.0' in exposition
+    assert f'eaglenest_endpoint_acceptance_length{{endpoint="{arn}"}}' in exposition
+    page = rest_call("GET", api_url, "/dashboard/api/endpoints", account).json()
+    (entry,) = [e for e in page["Endpoints"] if e["Endpoint"]["EndpointName"] == name]
+    assert entry["Endpoint"]["EndpointStatus"] == "InService"
+    assert [i["Status"] for i in entry["Instances"]] == ["InService", "InService"]
+    assert entry["Live"]["InstancesAnswering"] == 2
+    assert entry["Live"]["GeneratedTokens"] > 0
+    assert entry["Live"]["AcceptanceLength"] >= 1.0

@@ -14,8 +14,9 @@ from db.queries.optimization_job import (
     transition_optimization_job,
 )
 from db.queries.training_point import NewTrainingPoint, add_training_points
-from tests.api.signed_http import rest_call
+from tests.api.signed_http import call_operation, rest_call
 from tests.factories.accounts import AccountCredentials, create_account
+from tests.factories.endpoints import create_endpoint_config_request
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.factories.sagemaker_models import create_model_request
 from tests.fixtures.live_server import LiveServer
@@ -157,8 +158,36 @@ def test_models_are_described_with_their_channels(
     assert channel["S3DataSource"]["S3Uri"] == "s3://models/llama-eagle3/"
 
 
+def test_endpoints_are_listed_with_their_instances_and_only_the_callers(
+    live_server: LiveServer, account: AccountCredentials, committed_session_factory: sessionmaker[Session]
+) -> None:
+    model = create_model_request(ModelName="dash-endpoint-model", ExecutionRoleArn=account.role_arn)
+    assert rest_call("POST", live_server.url, "/v1/models", account, model).status_code == 200
+    config = create_endpoint_config_request("dash-endpoint-model")
+    for operation, body in (
+        ("CreateEndpointConfig", config),
+        ("CreateEndpoint", {"EndpointName": "dash-ep", "EndpointConfigName": config["EndpointConfigName"]}),
+    ):
+        assert call_operation(live_server.url, account, operation, body).status_code == 200
+    (entry,) = get(live_server, account, "/dashboard/api/endpoints").json()["Endpoints"]
+    assert entry["Endpoint"]["EndpointName"] == "dash-ep"
+    assert entry["Endpoint"]["EndpointStatus"] == "Creating"
+    assert entry["Instances"] == []
+    assert entry["Live"] == {"InstancesAnswering": 0, "RequestsRunning": 0.0, "GeneratedTokens": 0.0}
+    with committed_session_factory() as session:
+        other = create_account(session)
+        session.commit()
+    assert get(live_server, other, "/dashboard/api/endpoints").json()["Endpoints"] == []
+
+
 def test_data_routes_need_a_signature_and_the_page_does_not(live_server: LiveServer) -> None:
-    for path in ("/dashboard/api/jobs", "/dashboard/api/models", "/dashboard/api/jobs/x/training"):
+    paths = (
+        "/dashboard/api/jobs",
+        "/dashboard/api/models",
+        "/dashboard/api/endpoints",
+        "/dashboard/api/jobs/x/training",
+    )
+    for path in paths:
         unsigned = httpx.get(f"{live_server.url}{path}")
         assert unsigned.status_code in (400, 403)
         assert unsigned.json()["__type"] == "MissingAuthenticationTokenException"

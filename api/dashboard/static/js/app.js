@@ -1,7 +1,8 @@
-// The dashboard shell: sign-in, a hash router (#/jobs, #/jobs/<name>, #/models) and polling
+// The dashboard shell: sign-in, a hash router (#/jobs, #/jobs/<name>, #/models, #/endpoints) and polling
 // every 2 seconds without reloading the page.
 
 import { h, replaceChildren } from "./dom.js";
+import { EndpointsPage } from "./endpoints_page.js";
 import { JobPage } from "./job_page.js";
 import { JobsPage } from "./jobs_page.js";
 import { ModelsPage } from "./models_page.js";
@@ -72,10 +73,13 @@ function route() {
   );
   const [, section, ...rest] = (location.hash || "#/jobs").split("/");
   for (const link of document.querySelectorAll("header nav a")) {
-    link.classList.toggle("active", link.getAttribute("href") === `#/${section === "models" ? "models" : "jobs"}`);
+    const active = ["models", "endpoints"].includes(section) ? section : "jobs";
+    link.classList.toggle("active", link.getAttribute("href") === `#/${active}`);
   }
   if (section === "models") {
     page = new ModelsPage(main);
+  } else if (section === "endpoints") {
+    page = new EndpointsPage(main);
   } else if (section === "jobs" && rest.length) {
     page = new JobPage(main, decodeURIComponent(rest.join("/")), {
       refreshNow,
