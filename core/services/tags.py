@@ -1,4 +1,5 @@
-"""AddTags, ListTags and DeleteTags: the tags of models and optimization jobs, addressed by ARN.
+"""AddTags, ListTags and DeleteTags: the tags of models, optimization jobs, endpoint configs and
+endpoints, addressed by ARN.
 
 The same store as the Tags member of CreateModel and CreateOptimizationJob (resource_tags.py).
 Like the other services these never commit: the request's unit of work does.
@@ -18,9 +19,13 @@ from core.sagemaker.shapes.tags import AddTagsInput, DeleteTagsInput, ListTagsIn
 from core.services.pagination import TokenScope, decode_next_token, encode_next_token, query_fingerprint
 from core.services.request_checks import require_user_tag_keys, require_valid_tags
 from db.arns import sagemaker_arn
+from db.models.endpoint import Endpoint
+from db.models.endpoint_config import EndpointConfig
 from db.models.optimization_job import OptimizationJob
 from db.models.resource_tag import ResourceTag
 from db.models.sagemaker_model import SageMakerModel
+from db.queries.endpoint import get_endpoint_by_name
+from db.queries.endpoint_config import get_endpoint_config_by_name
 from db.queries.optimization_job import get_optimization_job_by_name
 from db.queries.resource_tag import (
     delete_resource_tag_keys,
@@ -34,9 +39,14 @@ from db.queries.sagemaker_model import get_sagemaker_model_by_name
 MAX_TAGS_PER_RESOURCE = 50
 DEFAULT_MAX_RESULTS = 50
 # The resource types (the ARN's resource part before the "/") that carry tags here.
-TAGGABLE_TYPES = {"model": "model", "optimization-job": "optimization job"}
+TAGGABLE_TYPES = {
+    "model": "model",
+    "optimization-job": "optimization job",
+    "endpoint-config": "endpoint configuration",
+    "endpoint": "endpoint",
+}
 
-TaggedResource = SageMakerModel | OptimizationJob
+TaggedResource = SageMakerModel | OptimizationJob | EndpointConfig | Endpoint
 
 
 @dataclass(frozen=True)
@@ -56,23 +66,30 @@ def _find_resource(session: Session, *, principal: Principal, arn: str) -> Tagge
     if resource_type not in TAGGABLE_TYPES or not name:
         raise ValidationException(
             f"The resource ARN '{arn}' names no taggable resource: this service tags "
-            "model/<name> and optimization-job/<name> resources."
+            "model/<name>, optimization-job/<name>, endpoint-config/<name> and endpoint/<name> resources."
         )
     not_found = _not_found(TAGGABLE_TYPES[resource_type], arn)
     _, partition, _, region, aws_account_id, _ = parts
     if partition != "aws" or region != principal.region or aws_account_id != principal.aws_account_id:
         raise not_found
     resource: TaggedResource | None
-    if resource_type == "model":
-        resource = get_sagemaker_model_by_name(session, account_id=principal.account_id, name=name)
-    else:
-        resource = get_optimization_job_by_name(session, account_id=principal.account_id, name=name)
+    resource = _lookup(session, resource_type, account_id=principal.account_id, name=name)
     expected = sagemaker_arn(
         region=region, aws_account_id=aws_account_id, resource_type=resource_type, name=name
     )
     if resource is None or resource.arn != expected:
         raise not_found
     return resource
+
+
+def _lookup(session: Session, resource_type: str, *, account_id: int, name: str) -> TaggedResource | None:
+    if resource_type == "model":
+        return get_sagemaker_model_by_name(session, account_id=account_id, name=name)
+    if resource_type == "endpoint-config":
+        return get_endpoint_config_by_name(session, account_id=account_id, name=name)
+    if resource_type == "endpoint":
+        return get_endpoint_by_name(session, account_id=account_id, name=name)
+    return get_optimization_job_by_name(session, account_id=account_id, name=name)
 
 
 def add_tags(session: Session, *, principal: Principal, request: AddTagsInput) -> list[Tag]:
@@ -83,7 +100,7 @@ def add_tags(session: Session, *, principal: Principal, request: AddTagsInput) -
         # Serialises concurrent AddTags on one resource, so the limit holds (a no-op on SQLite).
         session.refresh(resource, with_for_update=True)
     except ObjectDeletedError:
-        kind = "model" if isinstance(resource, SageMakerModel) else "optimization job"
+        kind = TAGGABLE_TYPES[request.resource_arn.split(":", 5)[5].partition("/")[0]]
         raise _not_found(kind, request.resource_arn) from None
     existing = {tag.key for tag in list_resource_tags(session, resource_arn=resource.arn)}
     total = len(existing | {tag.key for tag in request.tags})

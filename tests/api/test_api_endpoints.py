@@ -254,3 +254,21 @@ def test_invoking_an_endpoint_that_is_not_in_service(
     with pytest.raises(ClientError) as raised:
         runtime.invoke_endpoint(EndpointName="warming", Body=b'{"inputs": "hi"}', CustomAttributes="x")
     assert error_of(raised)[0] == "ValidationError"
+
+
+def test_configs_and_endpoints_take_tags(sagemaker: Any, model_name: str) -> None:
+    config = create_endpoint_config_request(model_name, Tags=[{"Key": "team", "Value": "ml"}])
+    config_arn = sagemaker.create_endpoint_config(**config)["EndpointConfigArn"]
+    assert sagemaker.list_tags(ResourceArn=config_arn)["Tags"] == [{"Key": "team", "Value": "ml"}]
+    endpoint_arn = sagemaker.create_endpoint(
+        EndpointName="tagged",
+        EndpointConfigName=config["EndpointConfigName"],
+        Tags=[{"Key": "a", "Value": "1"}],
+    )["EndpointArn"]
+    sagemaker.add_tags(ResourceArn=endpoint_arn, Tags=[{"Key": "b", "Value": "2"}])
+    tags = sagemaker.list_tags(ResourceArn=endpoint_arn)["Tags"]
+    assert sorted((tag["Key"], tag["Value"]) for tag in tags) == [("a", "1"), ("b", "2")]
+    sagemaker.delete_endpoint_config(EndpointConfigName=config["EndpointConfigName"])
+    with pytest.raises(ClientError) as raised:
+        sagemaker.list_tags(ResourceArn=config_arn)
+    assert error_of(raised) == ("ResourceNotFound", f'Could not find endpoint configuration "{config_arn}".')

@@ -264,7 +264,7 @@ def test_create_refuses_a_reserved_tag_key_as_add_tags_does(
 
 @pytest.mark.parametrize(
     "resource",
-    ["endpoint/my-endpoint", "training-job/job-1", "model", "model/", "optimization-job"],
+    ["inference-component/my-component", "training-job/job-1", "model", "model/", "optimization-job"],
 )
 def test_an_arn_of_another_resource_type_is_a_validation_error(
     sagemaker: Any, account: AccountCredentials, resource: str
