@@ -170,6 +170,11 @@ class Settings(BaseSettings):
         description="Host the api reaches serving processes by (a compose service name); "
         "default: the bind address.",
     )
+    endpoint_lease_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="An endpoint whose supervisor sent no heartbeat for this long is supervised anew.",
+    )
     endpoint_instance_threads: int = Field(
         default=1, ge=1, description="torch threads of each serving process (one CPU core each)."
     )

@@ -52,5 +52,8 @@ class Endpoint(IdMixin, TimestampMixin, Base):
     # the supervisor moves this forward once the new instances answer.
     generation: Mapped[int] = mapped_column(default=0)
     task_id: Mapped[str | None] = mapped_column(String(255))
+    # The supervisor's lease: refreshed while it runs; an endpoint whose supervisor stopped
+    # refreshing it (its worker died) is queued again by another endpoint worker's reaper.
+    supervisor_heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
     account: Mapped[Account] = relationship(lazy="raise")

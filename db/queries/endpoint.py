@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, select, update
+from sqlalchemy import CursorResult, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
@@ -156,3 +157,73 @@ def list_endpoints(
         name_contains=filters.name_contains,
         created=filters.created,
     )
+
+
+def claim_endpoint(session: Session, *, endpoint_id: int, task_id: str, stale_before: datetime) -> bool:
+    """Take over supervising: one conditional UPDATE that succeeds when the endpoint is this
+    task's (the reaper queued it under this id), never had a supervisor, or its supervisor's
+    heartbeat is older than ``stale_before``. Of two supervisors, one wins."""
+    result = cast(
+        CursorResult[Any],
+        session.execute(
+            update(Endpoint)
+            .where(
+                Endpoint.id == endpoint_id,
+                or_(
+                    Endpoint.task_id == task_id,
+                    Endpoint.supervisor_heartbeat_at.is_(None),
+                    Endpoint.supervisor_heartbeat_at < stale_before,
+                ),
+            )
+            .values(task_id=task_id, supervisor_heartbeat_at=utc_now())
+            .execution_options(synchronize_session=False)
+        ),
+    )
+    return result.rowcount == 1
+
+
+def beat_endpoint(session: Session, *, endpoint_id: int, task_id: str) -> bool:
+    """Refresh the supervisor's lease; False when another task has taken the endpoint over."""
+    result = cast(
+        CursorResult[Any],
+        session.execute(
+            update(Endpoint)
+            .where(Endpoint.id == endpoint_id, Endpoint.task_id == task_id)
+            .values(supervisor_heartbeat_at=utc_now())
+            .execution_options(synchronize_session=False)
+        ),
+    )
+    return result.rowcount == 1
+
+
+def lost_endpoints(session: Session, *, stale_before: datetime) -> list[Endpoint]:
+    """Endpoints that had a supervisor whose heartbeat stopped, in a status one must act on."""
+    return list(
+        session.scalars(
+            select(Endpoint).where(
+                Endpoint.status.in_(
+                    [
+                        EndpointStatus.CREATING,
+                        EndpointStatus.UPDATING,
+                        EndpointStatus.IN_SERVICE,
+                        EndpointStatus.DELETING,
+                    ]
+                ),
+                Endpoint.supervisor_heartbeat_at < stale_before,
+            )
+        )
+    )
+
+
+def hand_over_endpoint(session: Session, *, endpoint: Endpoint, stale_before: datetime, task_id: str) -> bool:
+    """The reaper's claim for a new task: only if the heartbeat is still stale (one reaper wins)."""
+    result = cast(
+        CursorResult[Any],
+        session.execute(
+            update(Endpoint)
+            .where(Endpoint.id == endpoint.id, Endpoint.supervisor_heartbeat_at < stale_before)
+            .values(task_id=task_id, supervisor_heartbeat_at=utc_now())
+            .execution_options(synchronize_session=False)
+        ),
+    )
+    return result.rowcount == 1

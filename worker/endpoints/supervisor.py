@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,16 @@ from db.models.endpoint import Endpoint
 from db.models.endpoint_status import EndpointStatus
 from db.queries.endpoint import (
     EndpointStatusChangedError,
+    beat_endpoint,
     change_endpoint,
+    claim_endpoint,
     delete_endpoint_row,
     get_endpoint_by_id,
 )
 from db.queries.endpoint_instance import delete_generation_instances
 from db.session import session_scope
 from db.settings import Settings
+from db.types import utc_now
 from worker.artifact_cache import cache_root
 from worker.endpoints.capture_upload import CaptureUploader
 from worker.endpoints.fleet import Fleet
@@ -55,6 +59,10 @@ class EndpointView:
 
 class EndpointDeletedError(Exception):
     """The endpoint is Deleting or gone: stop everything."""
+
+
+class EndpointTakenOverError(Exception):
+    """Another supervisor holds the endpoint now (this one missed its lease): stop, change nothing."""
 
 
 def _view(endpoint_id: int) -> EndpointView | None:
@@ -93,9 +101,11 @@ def _delete(endpoint_id: int) -> None:
 
 
 class EndpointSupervisor:
-    def __init__(self, endpoint_id: int, settings: Settings) -> None:
+    def __init__(self, endpoint_id: int, settings: Settings, *, task_id: str) -> None:
         self.endpoint_id = endpoint_id
         self.settings = settings
+        self.task_id = task_id
+        self._last_beat = 0.0
         self.uploader: CaptureUploader | None = None
         self._spec: dict[str, Any] | None = None
         self.log_dir = cache_root(settings) / "endpoints" / f"endpoint-{endpoint_id}"
@@ -109,7 +119,7 @@ class EndpointSupervisor:
         if view.status is EndpointStatus.DELETING:
             _delete(self.endpoint_id)
             return
-        if view.status not in SUPERVISED_STATUSES:
+        if view.status not in SUPERVISED_STATUSES or not self._claim():
             return
         fleet: Fleet | None = None
         try:
@@ -125,6 +135,9 @@ class EndpointSupervisor:
             fleet = self._serve(fleet)
         except EndpointDeletedError:
             logger.info("endpoint %s deleted: stopping its instances", self.endpoint_id)
+        except EndpointTakenOverError:
+            logger.warning("endpoint %s is supervised elsewhere now: stopping this copy", self.endpoint_id)
+            return  # the finally below stops this copy's instances; the row is the other's now
         except EndpointFailedError as error:
             logger.warning("endpoint %s failed: %s", self.endpoint_id, error)
             _change(
@@ -156,7 +169,29 @@ class EndpointSupervisor:
             )
             return owner
 
+    def _claim(self) -> bool:
+        stale_before = utc_now() - timedelta(seconds=self.settings.endpoint_lease_seconds)
+        with session_scope() as session:
+            claimed = claim_endpoint(
+                session, endpoint_id=self.endpoint_id, task_id=self.task_id, stale_before=stale_before
+            )
+        if not claimed:
+            logger.info("endpoint %s has a live supervisor; task %s ends", self.endpoint_id, self.task_id)
+        self._last_beat = time.monotonic()
+        return claimed
+
+    def _beat(self) -> None:
+        """Refresh the lease a few times per lease period (cheap: one UPDATE)."""
+        if time.monotonic() - self._last_beat < self.settings.endpoint_lease_seconds / 3:
+            return
+        with session_scope() as session:
+            held = beat_endpoint(session, endpoint_id=self.endpoint_id, task_id=self.task_id)
+        if not held:
+            raise EndpointTakenOverError
+        self._last_beat = time.monotonic()
+
     def _check_deleted(self) -> EndpointView:
+        self._beat()
         view = _view(self.endpoint_id)
         if view is None or view.status is EndpointStatus.DELETING:
             raise EndpointDeletedError
