@@ -129,6 +129,13 @@ class TrainConfig(BaseModel):
     self_instruct_max_prompt_tokens: int = Field(
         default=64, ge=8, description="Longest self-instruct prompt; longer ones are dropped as truncated."
     )
+    self_instruct_openings: Literal["tasks", "none"] = Field(
+        default="none",
+        description="tasks: each self-instruct prompt starts with the first words of a kind of task drawn "
+        "from a built-in list (code, maths, reasoning, science, writing, advice, knowledge, chat; a sixth "
+        "left open) and the target writes the rest, for data as broad as the tasks users ask of it. "
+        "none: the target writes whole prompts (mostly one kind).",
+    )
     regenerate_budget_fraction: float = Field(
         default=0.7,
         gt=0.0,

@@ -29,6 +29,7 @@ KNOB_FIELDS = {
     "learning_rate": ("EAGLE_LEARNING_RATE", "lr"),
     "regenerate": ("EAGLE_REGENERATE", "regenerate"),
     "self_instruct_conversations": ("EAGLE_SELF_INSTRUCT_CONVERSATIONS", "self_instruct_conversations"),
+    "self_instruct_openings": ("EAGLE_SELF_INSTRUCT_OPENINGS", "self_instruct_openings"),
 }
 
 

@@ -144,8 +144,8 @@ def test_unknown_job_is_resource_not_found(sagemaker: Any, operation: str) -> No
             "failed to satisfy constraint: Member must be an integer between 1 and 10; Value '1' at "
             "'optimizationEnvironment.EAGLE_TYPO' failed to satisfy constraint: Unknown EAGLE_ key; "
             "supported keys: EAGLE_DRAFT_VOCAB_SIZE, EAGLE_LEARNING_RATE, EAGLE_NUM_SPECULATIVE_TOKENS, "
-            "EAGLE_REGENERATE, EAGLE_SELF_INSTRUCT_CONVERSATIONS, EAGLE_TRAIN_MAX_MINUTES, EAGLE_TTT_STEPS, "
-            "EAGLE_VARIANT",
+            "EAGLE_REGENERATE, EAGLE_SELF_INSTRUCT_CONVERSATIONS, EAGLE_SELF_INSTRUCT_OPENINGS, "
+            "EAGLE_TRAIN_MAX_MINUTES, EAGLE_TTT_STEPS, EAGLE_VARIANT",
         ),
         (
             {"ModelSource": {}},

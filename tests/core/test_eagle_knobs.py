@@ -18,6 +18,7 @@ def test_parses_every_knob_and_ignores_other_keys() -> None:
             "EAGLE_TTT_STEPS": "7",
             "EAGLE_LEARNING_RATE": "3e-4",
             "EAGLE_SELF_INSTRUCT_CONVERSATIONS": "2000",
+            "EAGLE_SELF_INSTRUCT_OPENINGS": "tasks",
             "OPTION_TENSOR_PARALLEL_DEGREE": "8",
         }
     )
@@ -30,6 +31,7 @@ def test_parses_every_knob_and_ignores_other_keys() -> None:
         ttt_steps=7,
         learning_rate=3e-4,
         self_instruct_conversations=2000,
+        self_instruct_openings="tasks",
     )
     assert EagleKnobs.from_environment(None) == EagleKnobs()
 
@@ -48,6 +50,7 @@ def test_parses_every_knob_and_ignores_other_keys() -> None:
         ("EAGLE_LEARNING_RATE", "-1e-3", "positive number"),
         ("EAGLE_SELF_INSTRUCT_CONVERSATIONS", "many", "integer between 0 and 100000"),
         ("EAGLE_SELF_INSTRUCT_CONVERSATIONS", "100001", "integer between 0 and 100000"),
+        ("EAGLE_SELF_INSTRUCT_OPENINGS", "code", "enum value set: [tasks, none]"),
         ("EAGLE_BATCH", "4", "Unknown EAGLE_ key; supported keys: EAGLE_DRAFT_VOCAB_SIZE"),
     ],
 )

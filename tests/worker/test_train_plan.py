@@ -100,3 +100,8 @@ def test_self_instruct_turns_regeneration_on_unless_the_job_turned_it_off() -> N
     with pytest.raises(JobFailedError) as caught:
         _config(_knobs(EAGLE_SELF_INSTRUCT_CONVERSATIONS="500", EAGLE_REGENERATE="false"))
     assert str(caught.value).startswith("EAGLE_SELF_INSTRUCT_CONVERSATIONS needs EAGLE_REGENERATE=true")
+
+
+def test_self_instruct_openings_reach_the_trainer() -> None:
+    knobs = _knobs(EAGLE_SELF_INSTRUCT_CONVERSATIONS="500", EAGLE_SELF_INSTRUCT_OPENINGS="none")
+    assert _config(knobs).self_instruct_openings == "none"

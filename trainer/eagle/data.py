@@ -52,6 +52,7 @@ from trainer.eagle.distilled import (
     write_distilled,
 )
 from trainer.eagle.features import FEATURE_DTYPES, final_dtype_for
+from trainer.eagle.prompt_openings import task_openings
 from trainer.eagle.reporting import Stage
 from trainer.eagle.self_instruct import synthesize_prompts
 from trainer.file_digest import sha256_of
@@ -131,6 +132,7 @@ def data_fingerprint(config: TrainConfig) -> str:
         "self_instruct_temperature",
         "self_instruct_top_p",
         "self_instruct_max_prompt_tokens",
+        "self_instruct_openings",
         "seed",
     ]
     payload = {"model": model, "files": files, **{k: getattr(config, k) for k in keys}}
@@ -385,6 +387,7 @@ def _with_self_instruct(  # noqa: PLR0917 - private helper of _regenerate
             top_p=config.self_instruct_top_p,
             max_prompt_tokens=config.self_instruct_max_prompt_tokens,
             batch_size=config.regenerate_batch_size,
+            openings=task_openings() if config.self_instruct_openings == "tasks" else (),
             should_stop=should_stop,
             progress=lambda kept: report("writing_prompts", kept, config.self_instruct_conversations),
         )
@@ -396,6 +399,7 @@ def _with_self_instruct(  # noqa: PLR0917 - private helper of _regenerate
         temperature=config.self_instruct_temperature,
         top_p=config.self_instruct_top_p,
         max_prompt_tokens=config.self_instruct_max_prompt_tokens,
+        openings=config.self_instruct_openings,
     )
     mixed = [*conversations, *synthesized.conversations]
     random.Random(seed).shuffle(mixed)

@@ -157,6 +157,9 @@ def generation_settings(config: TrainConfig) -> dict[str, Any]:
             "top_p": config.self_instruct_top_p,
             "max_prompt_tokens": config.self_instruct_max_prompt_tokens,
         }
+        if config.self_instruct_openings != "none":
+            # Only when set, so that caches written before openings existed keep their keys.
+            settings["self_instruct"]["openings"] = config.self_instruct_openings
     return settings
 
 

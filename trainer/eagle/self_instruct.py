@@ -15,16 +15,19 @@ count asked for are counted as dropped too ("surplus"), so the counts always add
 from __future__ import annotations
 
 import math
+import random
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.data.schema import Conversation, Message
 from trainer.eagle.continuation import fixed_opening, generate_replies, stop_token_ids
 from trainer.eagle.packed_generation import Sampling, generate_packed, packing_supported
+from trainer.eagle.prompt_openings import draw_openings
 
 SOURCE = "self-instruct"
 MIN_WORDS = 3
@@ -43,8 +46,11 @@ class SelfInstructResult:
     tokens: int = 0
     dropped: Counter[str] = field(default_factory=Counter)  # reason -> count
     stopped: bool = False
+    opened: int = 0  # kept prompts that began with a task opening
 
-    def summary(self, *, temperature: float, top_p: float, max_prompt_tokens: int) -> dict[str, object]:
+    def summary(
+        self, *, temperature: float, top_p: float, max_prompt_tokens: int, openings: str
+    ) -> dict[str, object]:
         """What lineage records of the mix: counts and the generation settings."""
         return {
             "source": SOURCE,
@@ -55,15 +61,20 @@ class SelfInstructResult:
             "temperature": temperature,
             "top_p": top_p,
             "max_prompt_tokens": max_prompt_tokens,
+            "openings": openings,
+            "kept_with_opening": self.opened,
         }
 
 
-def drop_reason(text: str, *, cut: bool, seen: set[str]) -> str | None:
-    """Why a generated prompt is not kept, or None to keep it (and remember it in ``seen``)."""
+def drop_reason(text: str, *, cut: bool, seen: set[str], opening: str = "") -> str | None:
+    """Why a generated prompt is not kept, or None to keep it (and remember it in ``seen``).
+
+    ``text`` starts with ``opening``; the target must have written at least a word of its own
+    after it ("Write a Python function that" alone asks for nothing)."""
     if cut:
         return "truncated"
     words = text.split()
-    if len(words) < MIN_WORDS:
+    if len(words) < MIN_WORDS or len(words) <= len(opening.split()):
         return "empty"
     key = " ".join(word.lower() for word in words)
     if key in seen:
@@ -86,13 +97,20 @@ def synthesize_prompts(
     top_p: float = 0.95,
     max_prompt_tokens: int = 64,
     batch_size: int = 48,
+    openings: Sequence[str] = (),
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], None] = lambda kept: None,
 ) -> SelfInstructResult:
-    """Up to ``count`` distinct user prompts written by ``model`` (sampled: the caller seeds torch)."""
+    """Up to ``count`` distinct user prompts written by ``model`` (sampled: the caller seeds torch).
+
+    With ``openings`` (trainer.eagle.prompt_openings), each prompt starts with one drawn at
+    random and the target writes the rest."""
     if temperature <= 0:
         raise ValueError("self-instruct prompts must be sampled: temperature > 0 (greedy writes one prompt)")
     prefix = fixed_opening(tokenizer)
+    # Drawn from torch's generator, so the caller's seed decides the openings too (only when
+    # there are openings: without them the prompts stay those of earlier versions' seeds).
+    rng = random.Random(int(torch.randint(0, 2**62, ()))) if openings else random.Random(0)
     stop_ids = stop_token_ids(model, tokenizer)
     result = SelfInstructResult(conversations=[])
     seen: set[str] = set()
@@ -106,21 +124,26 @@ def synthesize_prompts(
             # About a fifth of written prompts are dropped (mostly truncated): ask for a little more
             # than is missing, in chunks of a few batches so progress keeps coming.
             rows = min(CHUNK_BATCHES * batch_size, math.ceil(1.25 * (count - len(result.conversations))))
+            row_openings = draw_openings(openings, rows, rng)
+            opening_ids = [_opening_ids(tokenizer, opening) for opening in row_openings]
             replies = _write_prompts(
                 model,
                 prefix,
-                rows,
+                opening_ids,
                 stop_ids,
                 max_prompt_tokens,
                 batch_size,
                 Sampling(temperature, top_p),
                 should_stop,
             )
-            for tokens, stop_token in replies:
+            for opening, first_ids, reply in zip(row_openings, opening_ids, replies, strict=False):
+                if reply is None:
+                    continue
+                tokens, stop_token = reply
                 result.generated += 1
                 result.tokens += len(tokens) + (stop_token is not None)
-                text = str(tokenizer.decode(tokens, skip_special_tokens=True)).strip()
-                reason = drop_reason(text, cut=stop_token is None, seen=seen)
+                text = str(tokenizer.decode(first_ids + tokens, skip_special_tokens=True)).strip()
+                reason = drop_reason(text, cut=stop_token is None, seen=seen, opening=opening)
                 if reason is None and len(result.conversations) >= count:
                     # The chunk asks for a little more than is missing; good prompts beyond
                     # ``count`` are counted too, so that generated = kept + dropped.
@@ -130,42 +153,50 @@ def synthesize_prompts(
                 else:
                     message = Message(role="user", content=text)
                     result.conversations.append(Conversation(messages=[message], source=SOURCE))
+                    result.opened += bool(opening)
             progress(len(result.conversations))
     finally:
         model.train(was_training)
     return result
 
 
+def _opening_ids(tokenizer: PreTrainedTokenizerBase, opening: str) -> list[int]:
+    return list(tokenizer.encode(opening, add_special_tokens=False)) if opening else []
+
+
 def _write_prompts(  # noqa: PLR0917 - private helper of synthesize_prompts
     model: PreTrainedModel,
     prefix: list[int],
-    rows: int,
+    opening_ids: list[list[int]],
     stop_ids: list[int],
     max_prompt_tokens: int,
     batch_size: int,
     sampling: Sampling,
     should_stop: Callable[[], bool],
-) -> list[tuple[list[int], int | None]]:
-    """``rows`` sampled continuations of ``prefix`` (fewer if stopped): (tokens, stop token or None)."""
+) -> list[tuple[list[int], int | None] | None]:
+    """One sampled continuation of ``prefix`` + each row's opening, in row order: (tokens,
+    stop token or None when cut), or None for a row never started because of a stop."""
+    contexts = [prefix + first for first in opening_ids]
     if packing_supported(model):
         # Continuous batching: a prompt that ends frees its row at once, so nobody waits for
         # the batch's runaway rows (which are dropped as truncated anyway).
         replies, _ = generate_packed(
             model,
-            [prefix] * rows,
+            contexts,
             stop_ids=stop_ids,
             max_new_tokens=max_prompt_tokens,
             batch_size=batch_size,
             sampling=sampling,
             should_stop=should_stop,
-            # Every row starts from the same prefix: run it once (the last token picks each
-            # row's first sample, so it stays in the row).
+            # Every row starts with the template's opening: run it once (a row without a task
+            # opening keeps its last token, which picks the row's first sample).
             shared_prefix=prefix[:-1],
         )
-        return [(r.tokens, r.stop_token) for r in replies if r is not None]
+        return [None if r is None else (r.tokens, r.stop_token) for r in replies]
+    rows = contexts[:batch_size]
     generated = generate_replies(
         model,
-        [prefix] * min(batch_size, rows),
+        rows,
         stop_ids=stop_ids,
         pad_id=stop_ids[0],
         max_new_tokens=max_prompt_tokens,

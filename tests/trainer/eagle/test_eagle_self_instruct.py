@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trainer.config import TrainConfig
 from trainer.data.tokenize import render_chat, user_turn_prefix
 from trainer.eagle.data import prepare_data
+from trainer.eagle.prompt_openings import TASK_OPENINGS, draw_openings, task_openings
 from trainer.eagle.self_instruct import SOURCE, drop_reason, synthesize_prompts
 from trainer.models.tiny import build_tiny_tokenizer
 
@@ -43,6 +45,24 @@ def test_a_prompt_is_kept_once_whatever_its_case_and_spacing() -> None:
     assert drop_reason("how do I  bake rye\nbread?", cut=False, seen=seen) == "duplicate"
 
 
+def test_an_opening_the_target_did_not_continue_is_dropped_as_empty() -> None:
+    opening = "Write a Python function that"
+    assert drop_reason(opening, cut=False, seen=set(), opening=opening) == "empty"
+    assert drop_reason(opening + " adds two numbers.", cut=False, seen=set(), opening=opening) is None
+
+
+def test_task_openings_cover_many_kinds_and_leave_some_prompts_open() -> None:
+    kinds = {kind for kind, _ in TASK_OPENINGS}
+    assert {"code", "math", "writing", "free"} <= kinds
+    openings = task_openings()
+    # The open share keeps the model's own choices; no single kind dominates.
+    assert 0.1 < openings.count("") / len(openings) < 0.3
+    assert all(len(block) / len(openings) <= 0.2 for _, block in TASK_OPENINGS)
+    drawn = draw_openings(openings, 400, random.Random(0))
+    assert len(set(drawn)) > len(set(openings)) * 0.8
+    assert draw_openings((), 3, random.Random(0)) == ["", "", ""]
+
+
 def test_greedy_sampling_is_refused() -> None:
     with pytest.raises(ValueError, match="temperature > 0"):
         synthesize_prompts(None, build_tiny_tokenizer(), 4, temperature=0.0)  # type: ignore[arg-type]
@@ -62,6 +82,20 @@ def test_smollm2_writes_distinct_user_prompts_that_distillation_answers(
     assert len(set(texts)) == len(texts)
     assert all(c.source == SOURCE and [m.role for m in c.messages] == ["user"] for c in result.conversations)
     assert all(len(text.split()) >= 3 for text in texts)
+
+    # With task openings each kept prompt begins with an opening from the list and goes on.
+    torch.manual_seed(0)
+    opened = synthesize_prompts(
+        model, tokenizer, 6, max_prompt_tokens=48, batch_size=8, openings=["Write a Python function that"]
+    )
+    assert opened.opened == len(opened.conversations) > 0
+    for conversation in opened.conversations:
+        text = conversation.messages[0].content
+        assert text.startswith("Write a Python function that")
+        assert len(text.split()) > 5
+    assert opened.summary(temperature=1.0, top_p=0.95, max_prompt_tokens=48, openings="tasks")[
+        "kept_with_opening"
+    ] == len(opened.conversations)
 
     # Without any data file: the target's own prompts, answered by the target, are the data.
     config = TrainConfig(
