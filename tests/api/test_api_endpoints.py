@@ -13,6 +13,9 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from db.models.endpoint_status import EndpointStatus
+from db.queries.endpoint import change_endpoint, get_endpoint_by_name
+from db.queries.endpoint_instance import report_endpoint_instance
 from tests.factories.accounts import AccountCredentials, create_account
 from tests.factories.endpoints import (
     create_endpoint_config_request,
@@ -272,3 +275,52 @@ def test_configs_and_endpoints_take_tags(sagemaker: Any, model_name: str) -> Non
     with pytest.raises(ClientError) as raised:
         sagemaker.list_tags(ResourceArn=config_arn)
     assert error_of(raised) == ("ResourceNotFound", f'Could not find endpoint configuration "{config_arn}".')
+
+
+def test_an_endpoint_with_no_instance_answering_is_service_unavailable(
+    live_server: LiveServer,
+    sagemaker: Any,
+    account: AccountCredentials,
+    model_name: str,
+    committed_session_factory: Any,
+) -> None:
+    config = create_endpoint_config_request(model_name)
+    sagemaker.create_endpoint_config(**config)
+    sagemaker.create_endpoint(EndpointName="restarting", EndpointConfigName=config["EndpointConfigName"])
+    with committed_session_factory() as session:
+        endpoint = get_endpoint_by_name(session, account_id=account.account_id, name="restarting")
+        assert endpoint is not None
+        change_endpoint(
+            session,
+            endpoint=endpoint,
+            from_statuses={EndpointStatus.CREATING},
+            values={"status": EndpointStatus.IN_SERVICE},
+        )
+        # Its one instance crashed and is being restarted: no URL serves.
+        report_endpoint_instance(
+            session,
+            endpoint_id=endpoint.id,
+            generation=0,
+            variant_name="AllTraffic",
+            ordinal=0,
+            status="Pending",
+            url=None,
+        )
+        session.commit()
+    runtime = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=live_server.url,
+        region_name="us-west-2",
+        aws_access_key_id=account.access_key_id,
+        aws_secret_access_key=account.secret_access_key,
+        config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+    )
+    with pytest.raises(ClientError) as raised:
+        runtime.invoke_endpoint(EndpointName="restarting", Body=b'{"inputs": "hi"}')
+    assert error_of(raised) == (
+        "ServiceUnavailable",
+        "No instance of endpoint restarting is serving right now; retry shortly.",
+    )
+    assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+    described = sagemaker.describe_endpoint(EndpointName="restarting")
+    assert described["ProductionVariants"][0]["CurrentInstanceCount"] == 0
