@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, WaiterError
 from sqlalchemy.orm import Session, sessionmaker
 
 from db.settings import Settings
@@ -255,3 +255,23 @@ def _check_metrics_and_dashboard(api_url: str, account: AccountCredentials, name
     assert entry["Live"]["InstancesAnswering"] == 2
     assert entry["Live"]["GeneratedTokens"] > 0
     assert entry["Live"]["AcceptanceLength"] >= 1.0
+
+
+def test_an_endpoint_whose_model_cannot_be_read_fails_with_the_reason(
+    endpoint_worker: ManagedProcess, worker_sagemaker: Any, s3_bucket: str
+) -> None:
+    empty = f"s3://{s3_bucket}/models/nothing-here/"
+    name, _ = deploy(worker_sagemaker, model_uri=empty, head_uri=None)
+    with pytest.raises(WaiterError) as raised:
+        worker_sagemaker.get_waiter("endpoint_in_service").wait(
+            EndpointName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+        )
+    assert "Failed" in str(raised.value)
+    described = worker_sagemaker.describe_endpoint(EndpointName=name)
+    assert described["EndpointStatus"] == "Failed"
+    assert described["FailureReason"] == f"No model files under {empty}"
+    # A failed endpoint has no supervisor: it is deleted at once.
+    worker_sagemaker.delete_endpoint(EndpointName=name)
+    with pytest.raises(ClientError) as missing:
+        worker_sagemaker.describe_endpoint(EndpointName=name)
+    assert _error(missing)[0] == "ValidationException"
