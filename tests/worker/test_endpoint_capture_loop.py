@@ -8,6 +8,8 @@ serving processes of the tiny target, SeaweedFS; only the training budget is tin
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,9 +50,54 @@ def workers(worker_settings: Settings, tmp_path_factory: pytest.TempPathFactory)
     jobs.stop()
 
 
+class Traffic(threading.Thread):
+    """Invocations one after another until stopped, counting answers and failures."""
+
+    def __init__(self, runtime: Any, name: str) -> None:
+        super().__init__(daemon=True)
+        self.runtime = runtime
+        self.name = name
+        self.answered = 0
+        self.failures: list[str] = []
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                invoke_json(
+                    self.runtime,
+                    self.name,
+                    {"inputs": "During the update", "parameters": {"max_new_tokens": 3}},
+                )
+                self.answered += 1
+            except Exception as error:
+                self.failures.append(repr(error))
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join(timeout=120)
+
+
 def _capture_keys(s3_client: Any, bucket: str, prefix: str) -> list[str]:
     listed = s3_client.list_objects_v2(Bucket=bucket, Prefix=prefix)
     return [item["Key"] for item in listed.get("Contents", [])]
+
+
+def _wait_for_captures(s3_client: Any, bucket: str, name: str, *, count: int) -> list[dict[str, Any]]:
+    """The captured lines, in SageMaker's layout:
+    <destination>/<endpoint>/<variant>/yyyy/mm/dd/hh/<id>.jsonl."""
+    prefix = f"capture/{name}/AllTraffic/"
+    lines: list[dict[str, Any]] = []
+
+    def captured_all() -> bool:
+        lines.clear()
+        for key in _capture_keys(s3_client, bucket, prefix):
+            body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+            lines.extend(json.loads(line) for line in body.splitlines())
+        return len(lines) >= count
+
+    wait_for(captured_all, timeout=60, what="the captured invocations on S3")
+    return lines
 
 
 def test_capture_then_train_then_update(  # noqa: PLR0917 - fixtures
@@ -82,18 +129,7 @@ def test_capture_then_train_then_update(  # noqa: PLR0917 - fixtures
         else:
             invoke_json(runtime, name, {"inputs": prompt, "parameters": {"max_new_tokens": 12}})
 
-    # SageMaker's layout: <destination>/<endpoint>/<variant>/yyyy/mm/dd/hh/<id>.jsonl
-    prefix = f"capture/{name}/AllTraffic/"
-    lines: list[dict[str, Any]] = []
-
-    def captured_all() -> bool:
-        lines.clear()
-        for key in _capture_keys(s3_client, s3_bucket, prefix):
-            body = s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read().decode()
-            lines.extend(json.loads(line) for line in body.splitlines())
-        return len(lines) >= 12
-
-    wait_for(captured_all, timeout=60, what="the captured invocations on S3")
+    lines = _wait_for_captures(s3_client, s3_bucket, name, count=12)
     assert len(lines) == 12
     first = lines[0]["captureData"]
     assert json.loads(first["endpointInput"]["data"]) in (
@@ -135,11 +171,16 @@ def test_capture_then_train_then_update(  # noqa: PLR0917 - fixtures
             }
         ],
     )
+    # Requests keep being answered through the whole rollout: none is dropped.
+    traffic = Traffic(runtime, name)
+    traffic.start()
     sagemaker.update_endpoint(EndpointName=name, EndpointConfigName=config)
     assert sagemaker.describe_endpoint(EndpointName=name)["EndpointStatus"] == "Updating"
-    # The old instance keeps answering while the new one starts.
-    assert invoke_json(runtime, name, {"inputs": "During the update", "parameters": {"max_new_tokens": 4}})
     updated = wait_in_service(sagemaker, name)
+    time.sleep(4)  # past the old instance's drain and stop
+    traffic.stop()
+    assert traffic.failures == [], traffic.failures
+    assert traffic.answered >= 3
     assert updated["EndpointConfigName"] == config
     assert "PendingDeploymentSummary" not in updated
     answer = invoke_json(runtime, name, {"inputs": "With the head", "parameters": {"max_new_tokens": 8}})

@@ -43,6 +43,7 @@ from worker.endpoints.model_files import EndpointFailedError, EndpointOwner, fet
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
+SWITCH_DRAIN_SECONDS = 2.0
 SUPERVISED_STATUSES = frozenset({EndpointStatus.CREATING, EndpointStatus.UPDATING, EndpointStatus.IN_SERVICE})
 
 
@@ -279,7 +280,10 @@ class EndpointSupervisor:
         if not switched:  # deleted meanwhile
             new_fleet.stop()
             raise EndpointDeletedError
-        fleet.stop()  # SIGTERM: the old instances finish what they hold, then exit
+        # Requests routed just before the switch may still be on their way to the old
+        # instances: give them a moment, then SIGTERM (they finish what they hold, then exit).
+        time.sleep(SWITCH_DRAIN_SECONDS)
+        fleet.stop()
         with session_scope() as session:
             delete_generation_instances(session, endpoint_id=self.endpoint_id, generation=view.generation)
         return new_fleet
