@@ -110,6 +110,8 @@ class Fleet:
         return all(status == IN_SERVICE for status in self._reported)
 
     def stop(self) -> None:
+        """All instances drain at once: SIGTERM to each, then wait for each."""
         for process in self.processes:
-            if process.exit_code() is None and process.pid is not None:
-                process.stop()
+            process.terminate()
+        for process in self.processes:
+            process.wait_stopped()

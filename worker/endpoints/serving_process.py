@@ -103,14 +103,23 @@ class ServingProcess:
         last = " | ".join(lines[-3:]) if lines else "no output"
         return f"serving process exited with code {self.exit_code()}: {last}"
 
-    def stop(self, timeout_seconds: float = 60.0) -> None:
-        """SIGTERM (it finishes the requests it holds), then SIGKILL after ``timeout_seconds``."""
+    def terminate(self) -> None:
+        """SIGTERM: it stops accepting, finishes the requests it holds, then exits."""
         process = self._process
-        if process is None or process.poll() is not None:
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+
+    def wait_stopped(self, timeout_seconds: float = 60.0) -> None:
+        """Wait for the exit SIGTERM asked for; SIGKILL after ``timeout_seconds``."""
+        process = self._process
+        if process is None:
             return
-        process.send_signal(signal.SIGTERM)
         try:
             process.wait(timeout=timeout_seconds)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+    def stop(self, timeout_seconds: float = 60.0) -> None:
+        self.terminate()
+        self.wait_stopped(timeout_seconds)
