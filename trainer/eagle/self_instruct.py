@@ -111,6 +111,8 @@ def synthesize_prompts(
     # Drawn from torch's generator, so the caller's seed decides the openings too (only when
     # there are openings: without them the prompts stay those of earlier versions' seeds).
     rng = random.Random(int(torch.randint(0, 2**62, ()))) if openings else random.Random(0)
+    # Each opening's tokens, encoded once rather than for every row that draws it.
+    ids_of = {opening: _opening_ids(tokenizer, opening) for opening in {"", *openings}}
     stop_ids = stop_token_ids(model, tokenizer)
     result = SelfInstructResult(conversations=[])
     seen: set[str] = set()
@@ -125,7 +127,7 @@ def synthesize_prompts(
             # than is missing, in chunks of a few batches so progress keeps coming.
             rows = min(CHUNK_BATCHES * batch_size, math.ceil(1.25 * (count - len(result.conversations))))
             row_openings = draw_openings(openings, rows, rng)
-            opening_ids = [_opening_ids(tokenizer, opening) for opening in row_openings]
+            opening_ids = [ids_of[opening] for opening in row_openings]
             replies = _write_prompts(
                 model,
                 prefix,
