@@ -142,12 +142,9 @@ def list_endpoints(session: Session, *, principal: Principal, request: ListEndpo
         "StatusEquals": request.status_equals,
     }
     page, scope = page_request(
-        sort_by=request.sort_by,
-        sort_order=request.sort_order,
+        request,
         default_order="Descending",
-        max_results=request.max_results,
         default_max_results=DEFAULT_MAX_RESULTS,
-        next_token=request.next_token,
         filters=filters,
         account_id=principal.account_id,
     )

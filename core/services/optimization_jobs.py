@@ -256,12 +256,9 @@ def list_jobs(
         ),
     )
     page, fingerprint = page_request(
-        sort_by=request.sort_by,
-        sort_order=request.sort_order,
+        request,
         default_order="Ascending",
-        max_results=request.max_results,
         default_max_results=DEFAULT_MAX_RESULTS,
-        next_token=request.next_token,
         filters=request.model_dump(exclude={"next_token", "max_results", "sort_by", "sort_order"}),
         account_id=principal.account_id,
     )

@@ -135,12 +135,9 @@ def list_models(session: Session, *, principal: Principal, request: ListModelsIn
         "CreationTimeBefore": request.creation_time_before,
     }
     page, fingerprint = page_request(
-        sort_by=request.sort_by,
-        sort_order=request.sort_order,
+        request,
         default_order="Descending",
-        max_results=request.max_results,
         default_max_results=DEFAULT_MAX_RESULTS,
-        next_token=request.next_token,
         filters=filters,
         account_id=principal.account_id,
     )
