@@ -12,6 +12,7 @@ from pydantic import Field
 
 from core.sagemaker.shapes.base import AwsRequest, AwsShape, AwsTimestamp
 from core.sagemaker.shapes.common import Tag, VpcConfig
+from core.sagemaker.shapes.listing import ListByNameInput
 
 
 class InstancePool(AwsShape):
@@ -224,16 +225,8 @@ class DescribeEndpointConfigOutput(AwsShape):
     cross_region_traffic_config: CrossRegionTrafficConfig | None = None
 
 
-class ListEndpointConfigsInput(AwsRequest):
+class ListEndpointConfigsInput(ListByNameInput):
     aws_shape: ClassVar[str] = "ListEndpointConfigsInput"
-
-    sort_by: str | None = None
-    sort_order: str | None = None
-    next_token: str | None = None
-    max_results: int | None = None
-    name_contains: str | None = None
-    creation_time_before: AwsTimestamp | None = None
-    creation_time_after: AwsTimestamp | None = None
 
 
 class EndpointConfigSummary(AwsShape):

@@ -16,6 +16,7 @@ from core.sagemaker.shapes.endpoint_configs import (
     ProductionVariantRoutingConfig,
     ProductionVariantServerlessConfig,
 )
+from core.sagemaker.shapes.listing import ListByStatusInput
 
 
 class CapacitySize(AwsShape):
@@ -178,19 +179,8 @@ class DescribeEndpointOutput(AwsShape):
     cross_region_traffic_config: CrossRegionTrafficConfig | None = None
 
 
-class ListEndpointsInput(AwsRequest):
+class ListEndpointsInput(ListByStatusInput):
     aws_shape: ClassVar[str] = "ListEndpointsInput"
-
-    sort_by: str | None = None
-    sort_order: str | None = None
-    next_token: str | None = None
-    max_results: int | None = None
-    name_contains: str | None = None
-    creation_time_before: AwsTimestamp | None = None
-    creation_time_after: AwsTimestamp | None = None
-    last_modified_time_before: AwsTimestamp | None = None
-    last_modified_time_after: AwsTimestamp | None = None
-    status_equals: str | None = None
 
 
 class EndpointSummary(AwsShape):

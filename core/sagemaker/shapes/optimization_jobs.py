@@ -8,6 +8,7 @@ from pydantic import Field
 
 from core.sagemaker.shapes.base import AwsRequest, AwsShape, AwsTimestamp
 from core.sagemaker.shapes.common import Tag, VpcConfig
+from core.sagemaker.shapes.listing import ListByStatusInput
 
 
 class OptimizationModelAccessConfig(AwsShape):
@@ -150,20 +151,10 @@ class OptimizationJobDetail(DescribeOptimizationJobResponse):
     tags: list[Tag] = Field(default_factory=list)
 
 
-class ListOptimizationJobsRequest(AwsRequest):
+class ListOptimizationJobsRequest(ListByStatusInput):
     aws_shape: ClassVar[str] = "ListOptimizationJobsRequest"
 
-    next_token: str | None = None
-    max_results: int | None = None
-    creation_time_after: AwsTimestamp | None = None
-    creation_time_before: AwsTimestamp | None = None
-    last_modified_time_after: AwsTimestamp | None = None
-    last_modified_time_before: AwsTimestamp | None = None
     optimization_contains: str | None = None
-    name_contains: str | None = None
-    status_equals: str | None = None
-    sort_by: str | None = None
-    sort_order: str | None = None
 
 
 class OptimizationJobSummary(AwsShape):

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from core.sagemaker.shapes.base import AwsRequest, AwsShape, AwsTimestamp
 from core.sagemaker.shapes.common import Tag, VpcConfig
+from core.sagemaker.shapes.listing import ListByNameInput
 
 
 class ModelAccessConfig(AwsShape):
@@ -134,16 +135,8 @@ class ModelDetail(DescribeModelOutput):
     tags: list[Tag] = Field(default_factory=list)
 
 
-class ListModelsInput(AwsRequest):
+class ListModelsInput(ListByNameInput):
     aws_shape: ClassVar[str] = "ListModelsInput"
-
-    sort_by: str | None = None
-    sort_order: str | None = None
-    next_token: str | None = None
-    max_results: int | None = None
-    name_contains: str | None = None
-    creation_time_before: AwsTimestamp | None = None
-    creation_time_after: AwsTimestamp | None = None
 
 
 class ModelSummary(AwsShape):
