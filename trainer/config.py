@@ -245,7 +245,16 @@ class TrainConfig(BaseModel):
     seed: int = Field(
         default=0, description="Seed of data order, splits, regeneration sampling and initialisation."
     )
-    num_threads: int | None = Field(default=None, ge=1, description="torch CPU threads; default all cores.")
+    num_threads: int | None = Field(
+        default=None, ge=1, description="torch CPU threads (of each process); default all cores."
+    )
+    nproc: int = Field(
+        default=1,
+        ge=1,
+        description="Data-parallel training processes (torch.distributed: gloo on CPU, NCCL on CUDA, one GPU "
+        "each). Each trains on its share of every batch and the gradients are summed, so the loss curve is "
+        "one process's; rank 0 prepares the data and writes checkpoints, metrics and the head.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
