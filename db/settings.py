@@ -137,6 +137,12 @@ class Settings(BaseSettings):
     max_job_attempts: int = Field(
         default=3, ge=1, description="Runs of a job (first + resumes) before it fails."
     )
+    train_nproc: int = Field(
+        default=1,
+        ge=1,
+        description="Data-parallel training processes per job on this worker (torch.distributed: gloo on "
+        "CPU, NCCL on CUDA with one GPU each); set per queue by the workers that consume it.",
+    )
     train_overrides: dict[str, Any] = Field(
         default_factory=dict, description='TrainConfig fields for every job (JSON: {"batch_tokens": 8192}).'
     )

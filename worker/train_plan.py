@@ -70,7 +70,9 @@ def build_train_config(
     run_dir: Path,
     init_head_dir: Path | None,
     budget_minutes: float | None,
+    nproc: int = 1,
 ) -> TrainConfig:
+    """The knobs over the operator's overrides; ``nproc`` is the worker's (EAGLENEST_TRAIN_NPROC)."""
     fields: dict[str, Any] = dict(overrides)
     if knobs.self_instruct_conversations and knobs.regenerate is False:
         raise JobFailedError(
@@ -91,6 +93,7 @@ def build_train_config(
         init_head_dir=init_head_dir,
         resume=True,
         time_budget_minutes=budget_minutes,
+        nproc=nproc,
     )
     if init_head_dir is not None and knobs.draft_vocab_size is None:
         # An operator default must not clash with an existing head's own vocabulary.
