@@ -245,6 +245,12 @@ class TrainConfig(BaseModel):
     seed: int = Field(
         default=0, description="Seed of data order, splits, regeneration sampling and initialisation."
     )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="cpu",
+        description="Where the target and the head run: cpu, cuda (an error without a GPU; data-parallel "
+        "ranks take one GPU each) or auto (cuda when torch sees a GPU). On CUDA, compute_dtype auto is "
+        "bfloat16 where the GPU supports it.",
+    )
     num_threads: int | None = Field(
         default=None, ge=1, description="torch CPU threads (of each process); default all cores."
     )

@@ -30,11 +30,12 @@ from typing import Any
 
 import torch
 from tqdm import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.config import TrainConfig
 from trainer.data.tokenize import TokenizedConversation
 from trainer.data.vocab import DraftVocab, build_draft_vocab
+from trainer.device import bf16_matmuls_native, load_causal_lm, resolve_device
 from trainer.eagle.batch_runner import BatchRunner, TrainOrder
 from trainer.eagle.batching import Batch, plan_batches
 from trainer.eagle.budget_clock import Clock, budget_clock
@@ -100,6 +101,7 @@ def train(
 ) -> TrainResult:
     run = _start(config, progress, should_stop)
     target, tokenizer, architecture = _load_target_timed(run)
+    device = target.device
     data = _prepare_data(run, target, tokenizer)
     if data.stopped:
         run.report("done")
@@ -108,7 +110,7 @@ def train(
         raise ValueError(_no_samples_message(data))
     head, vocab_coverage = _build_head(config, target, data.train)
     teacher = _teacher(config, target, head)
-    with data_parallel_group(config, torch.device("cpu")) as parallel:
+    with data_parallel_group(config, device) as parallel:
         trainer = _Trainer.create(run, head, teacher, tokenizer, data, parallel=parallel)
         trainer.resume(latest_checkpoint(run.checkpoint_dir))
         trainer.loop()
@@ -133,7 +135,7 @@ def train_as_helper(config: TrainConfig, parallel: DataParallel) -> None:
     """Rank ``parallel.rank`` > 0 of a data-parallel run: the samples rank 0 prepared, the
     same head and schedule, its share of every batch; it writes nothing."""
     run = _start(config, None, None, clean=False)
-    target, tokenizer = _load_target(config.model_dir)
+    target, tokenizer = _load_target(config.model_dir, parallel.device)
     data = load_prepared(config.out_dir, data_fingerprint(config))
     if data is None:
         raise RuntimeError(f"{config.out_dir / PREPARED_DIR}: rank 0 prepared no samples for this run")
@@ -246,7 +248,7 @@ def _start(
 def _load_target_timed(run: _Run) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
     run.report("loading_model")
     with run.timed("load_model"):
-        target, tokenizer = _load_target(run.config.model_dir)
+        target, tokenizer = _load_target(run.config.model_dir, resolve_device(run.config.device))
         architecture = check_supported(target.config)
     return target, tokenizer, architecture
 
@@ -274,7 +276,7 @@ def _new_data(run: _Run, target: PreTrainedModel, tokenizer: PreTrainedTokenizer
         report=run.report,
         should_stop=run.should_stop,
         regenerate_deadline=deadline,
-        regenerate_bf16=_use_bf16(config.compute_dtype),
+        regenerate_bf16=_use_bf16(config.compute_dtype, target.device),
         clock=run.clock,
         feature_layers=_recorded_feature_layers(config, target),
     )
@@ -297,7 +299,7 @@ def _teacher(config: TrainConfig, target: PreTrainedModel, head: Eagle3DraftMode
         head.config.aux_layer_ids,
         draft_target_ids=torch.nonzero(head.t2d).flatten(),
         feature_dtype=_DTYPES[config.feature_dtype],
-        autocast_bf16=_use_bf16(config.compute_dtype),
+        autocast_bf16=_use_bf16(config.compute_dtype, target.device),
     )
     if config.init_head_dir is None:
         init_head_from_target(head, target, teacher.draft_lm_head_rows, config.init_from_target)
@@ -747,7 +749,7 @@ def _batch_runner(
         pad_id=int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
         ttt_steps=config.ttt_steps,
         ttt_decay=config.ttt_decay,
-        autocast_bf16=_use_bf16(config.compute_dtype),
+        autocast_bf16=_use_bf16(config.compute_dtype, head.fc.weight.device),
         feature_loss_weight=config.feature_loss_weight,
         clock=clock,
     )
@@ -777,11 +779,11 @@ def _adopt_recorded_features(
 # ---------------------------------------------------------------------- helpers
 
 
-def _load_target(model_dir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The frozen target in float32 (CPU training) and its tokenizer."""
+def _load_target(model_dir: Path, device: torch.device) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The frozen target in float32 on ``device`` (bf16 only through autocast) and its tokenizer."""
     if not (model_dir / "config.json").is_file():
         raise ValueError(f"model_dir {model_dir}: no config.json (expected a Hugging Face model directory)")
-    target = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    target = load_causal_lm(model_dir, device=device, dtype=torch.float32)
     target.requires_grad_(False)
     target.train(False)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -799,7 +801,7 @@ def _build_head(
                 f"aux_layer_ids {config.aux_layer_ids} differ from the init head's "
                 f"{head.config.aux_layer_ids}; fine-tuning keeps the head's layers"
             )
-        return head.train(), _coverage(head.t2d, samples)
+        return head.train().to(target.device), _coverage(head.t2d.cpu(), samples)
     vocab_size = int(target.config.get_text_config().vocab_size)
     if config.draft_vocab_size is not None and config.draft_vocab_size > vocab_size:
         raise ValueError(
@@ -812,7 +814,7 @@ def _build_head(
     head = Eagle3DraftModel(head_config)
     head.load_target_embeddings(input_embedding_weight(target).float())
     head.set_draft_vocab(vocab.d2t, vocab.t2d)
-    return head, vocab.coverage
+    return head.to(target.device), vocab.coverage
 
 
 # Draft vocabulary sizes tried when none is given; the lm_head's cost grows with the size,
@@ -840,9 +842,9 @@ def _coverage(t2d: torch.Tensor, samples: list[TokenizedConversation]) -> float 
     return float(t2d[torch.tensor(masked)].float().mean())
 
 
-def _use_bf16(compute_dtype: str) -> bool:
+def _use_bf16(compute_dtype: str, device: torch.device) -> bool:
     if compute_dtype == "auto":
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return bf16_matmuls_native(device)
     return compute_dtype == "bfloat16"
 
 

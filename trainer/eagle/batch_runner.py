@@ -93,13 +93,23 @@ class BatchRunner:
         final = hidden * torch.empty((), dtype=self.teacher.final_dtype).element_size()
         return aux + final + 8  # + the int64 argmax
 
+    @property
+    def device(self) -> torch.device:
+        return self.head.fc.weight.device
+
+    def _recorded_features(
+        self, samples: Sequence[TokenizedConversation], batch: Batch
+    ) -> TargetFeatures | None:
+        features = collate_features(samples, batch.sample_indices, batch.length)
+        return None if features is None else features.to(self.device)
+
     def adopt_recorded_features(
         self, keyed_batches: Sequence[tuple[str, Batch]], samples: Sequence[TokenizedConversation]
     ) -> int:
         """Cache the features recorded during distillation for these batches; returns how many."""
         adopted = 0
         for key, batch in keyed_batches:
-            features = collate_features(samples, batch.sample_indices, batch.length)
+            features = self._recorded_features(samples, batch)
             if features is not None and self.cache.put(key, features):
                 adopted += 1
         return adopted
@@ -107,9 +117,10 @@ class BatchRunner:
     def features(
         self, key: str, samples: Sequence[TokenizedConversation], batch: Batch
     ) -> tuple[BatchTensors, TargetFeatures]:
-        """The batch's tensors and target features (from the cache, or computed and cached)."""
-        tensors = collate(samples, batch, pad_id=self.pad_id)
-        features = self.cache.get(key) or collate_features(samples, batch.sample_indices, batch.length)
+        """The batch's tensors and target features (from the cache, or computed and cached), on the
+        head's device."""
+        tensors = collate(samples, batch, pad_id=self.pad_id).to(self.device)
+        features = self.cache.get(key) or self._recorded_features(samples, batch)
         if features is not None:
             self.cache.put(key, features)
         else:
@@ -132,7 +143,7 @@ class BatchRunner:
         normalizers = None
         if global_counts is not None:
             normalizers = global_counts(ttt_step_counts(tensors.loss_mask, teacher, self.ttt_steps))
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast_bf16):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast_bf16):
             return ttt_loss(
                 self.head,
                 input_ids=tensors.input_ids,
