@@ -56,6 +56,7 @@ def base_head_config(
         "resume": True,
         "time_budget_minutes": budget_minutes,
         "nproc": settings.train_nproc,
+        "device": settings.device,
     }
     try:
         return TrainConfig.model_validate(fields)

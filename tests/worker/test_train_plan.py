@@ -75,8 +75,9 @@ def test_knobs_win_over_operator_overrides() -> None:
     assert config.resume is True
 
 
-def test_the_workers_process_count_reaches_the_trainer() -> None:
+def test_the_workers_process_count_and_device_reach_the_trainer() -> None:
     assert _config(_knobs()).nproc == 1
+    assert _config(_knobs()).device == "cpu"
     config = build_train_config(
         _knobs(),
         overrides={"nproc": 4},
@@ -86,8 +87,10 @@ def test_the_workers_process_count_reaches_the_trainer() -> None:
         init_head_dir=None,
         budget_minutes=None,
         nproc=2,
+        device="auto",
     )
     assert config.nproc == 2
+    assert config.device == "auto"
     # The lineage's hyper-parameters are the config's fields, so they record it.
     assert config.model_dump(mode="json")["nproc"] == 2
 
