@@ -259,7 +259,8 @@ class TrainConfig(BaseModel):
         ge=1,
         description="Data-parallel training processes (torch.distributed: gloo on CPU, NCCL on CUDA, one GPU "
         "each). Each trains on its share of every batch and the gradients are summed, so the loss curve is "
-        "one process's; rank 0 prepares the data and writes checkpoints, metrics and the head.",
+        "one process's; rank 0 prepares the data, writes checkpoints, metrics and the head, and decides "
+        "when all stop (the time budget is on its clock: with budget_clock cpu, rank 0's CPU time).",
     )
 
     @model_validator(mode="after")

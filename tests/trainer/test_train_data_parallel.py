@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from safetensors.torch import load_file
 
@@ -151,3 +153,22 @@ def test_the_time_budget_stops_every_rank_together(tiny_llama_dir: Path, data: P
     rows = metrics(tmp_path / "run")
     assert len(rows) == result.training.steps > 5
     assert result.files.head_dir is not None
+
+
+def test_a_rank_that_dies_fails_the_run(tiny_llama_dir: Path, data: Path, tmp_path: Path) -> None:
+    def kill_the_helper(event: TrainProgress) -> None:
+        if event.stage == "training" and event.step == 2:
+            (helper,) = [
+                child
+                for child in psutil.Process().children()
+                if "trainer.helper_rank" in " ".join(child.cmdline())
+            ]
+            helper.kill()
+
+    began = time.monotonic()
+    with pytest.raises(
+        RuntimeError, match=r"^data-parallel rank 1 \(pid \d+\) exited with -9 during training"
+    ):
+        train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=50, nproc=2), progress=kill_the_helper)
+    assert time.monotonic() - began < 120  # the next collective fails, not a 10-minute timeout
+    assert not [c for c in psutil.Process().children() if "trainer.helper_rank" in " ".join(c.cmdline())]

@@ -65,7 +65,11 @@ def data_parallel_group(config: TrainConfig, device: torch.device) -> Iterator[D
     helpers = [_start_helper(config_path, store_path, rank, config.nproc) for rank in range(1, config.nproc)]
     try:
         parallel = join(0, config.nproc, store_path, device, helpers=helpers)
-        yield parallel
+        try:
+            yield parallel
+        except RuntimeError as error:
+            _name_a_lost_rank(helpers, error)
+            raise
         leave()
         _wait_for(helpers)
     finally:
@@ -137,6 +141,17 @@ def _start_helper(config_path: Path, store_path: Path, rank: int, world_size: in
     # Their own session: a Ctrl-C or a signal to the caller's process group reaches rank 0,
     # which ends the run and them; a helper never decides to stop on its own.
     return subprocess.Popen(command, start_new_session=True)
+
+
+def _name_a_lost_rank(helpers: list[subprocess.Popen[bytes]], error: RuntimeError) -> None:
+    """A collective that failed because a rank died says so (gloo only says the peer closed)."""
+    time.sleep(0.5)  # the dead rank's exit status may lag its closed sockets
+    for rank, helper in enumerate(helpers, start=1):
+        if helper.poll() is not None and helper.returncode != 0:
+            raise RuntimeError(
+                f"data-parallel rank {rank} (pid {helper.pid}) exited with {helper.returncode} during "
+                f"training: {error}"
+            ) from error
 
 
 def _wait_for(helpers: list[subprocess.Popen[bytes]]) -> None:
