@@ -110,6 +110,7 @@ def train(
         raise ValueError(_no_samples_message(data))
     head, vocab_coverage = _build_head(config, target, data.train)
     teacher = _teacher(config, target, head)
+    _share_cores(config)
     with data_parallel_group(config, device) as parallel:
         trainer = _Trainer.create(run, head, teacher, tokenizer, data, parallel=parallel)
         trainer.resume(latest_checkpoint(run.checkpoint_dir))
@@ -135,6 +136,7 @@ def train_as_helper(config: TrainConfig, parallel: DataParallel) -> None:
     """Rank ``parallel.rank`` > 0 of a data-parallel run: the samples rank 0 prepared, the
     same head and schedule, its share of every batch; it writes nothing."""
     run = _start(config, None, None, clean=False)
+    _share_cores(config)
     target, tokenizer = _load_target(config.model_dir, parallel.device)
     data = load_prepared(config.out_dir, data_fingerprint(config))
     if data is None:
@@ -144,6 +146,14 @@ def train_as_helper(config: TrainConfig, parallel: DataParallel) -> None:
     trainer.resume(latest_checkpoint(run.checkpoint_dir))
     trainer.loop()
     trainer.checkpoint_last_step()
+
+
+def _share_cores(config: TrainConfig) -> None:
+    """N CPU ranks without num_threads split torch's threads between them instead of each taking
+    them all (oversubscribed cores make every rank wait for the slowest). Rank 0 prepared the data
+    with all of them first."""
+    if config.nproc > 1 and config.num_threads is None:
+        torch.set_num_threads(max(1, torch.get_num_threads() // config.nproc))
 
 
 # ---------------------------------------------------------------------- the run

@@ -9,6 +9,7 @@ from typing import Any
 
 import psutil
 import pytest
+import torch
 from safetensors.torch import load_file
 
 from tests.trainer.eagle.tiny_data import write_chat_data
@@ -17,7 +18,7 @@ from trainer.eagle.batching import plan_batches
 from trainer.eagle.data import data_fingerprint, load_prepared
 from trainer.eagle.process_group import CONFIG_FILE, STORE_FILE
 from trainer.eagle.reporting import TrainProgress
-from trainer.train import train
+from trainer.train import _share_cores, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -172,3 +173,14 @@ def test_a_rank_that_dies_fails_the_run(tiny_llama_dir: Path, data: Path, tmp_pa
         train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=50, nproc=2), progress=kill_the_helper)
     assert time.monotonic() - began < 120  # the next collective fails, not a 10-minute timeout
     assert not [c for c in psutil.Process().children() if "trainer.helper_rank" in " ".join(c.cmdline())]
+
+
+def test_ranks_without_a_thread_count_share_the_cores(
+    tiny_llama_dir: Path, data: Path, tmp_path: Path
+) -> None:
+    torch.set_num_threads(2)  # one_torch_thread restores the count after the test
+    _share_cores(config(tiny_llama_dir, data, tmp_path, nproc=2, num_threads=None))
+    assert torch.get_num_threads() == 1
+    torch.set_num_threads(2)
+    _share_cores(config(tiny_llama_dir, data, tmp_path, nproc=2, num_threads=2))
+    assert torch.get_num_threads() == 2  # an explicit count per process is kept
