@@ -137,6 +137,18 @@ class Settings(BaseSettings):
     max_job_attempts: int = Field(
         default=3, ge=1, description="Runs of a job (first + resumes) before it fails."
     )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="cpu",
+        description="Where this worker's training (jobs and base heads) and its endpoints' serving "
+        "processes run: cpu, cuda (fails the job or endpoint without a GPU) or auto (cuda when torch sees "
+        "a GPU). On CUDA, bf16 where the GPU supports it.",
+    )
+    train_nproc: int = Field(
+        default=1,
+        ge=1,
+        description="Data-parallel training processes per job on this worker (torch.distributed: gloo on "
+        "CPU, NCCL on CUDA with one GPU each); set per queue by the workers that consume it.",
+    )
     train_overrides: dict[str, Any] = Field(
         default_factory=dict, description='TrainConfig fields for every job (JSON: {"batch_tokens": 8192}).'
     )

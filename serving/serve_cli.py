@@ -7,7 +7,7 @@ import signal
 import threading
 from types import FrameType
 
-from trainer.cli import Subparsers, add_model_and_head_arguments, add_threads_argument
+from trainer.cli import Subparsers, add_device_argument, add_model_and_head_arguments, add_threads_argument
 
 
 def register(subparsers: Subparsers) -> None:
@@ -25,6 +25,7 @@ def register(subparsers: Subparsers) -> None:
     k_mode.add_argument("--num-speculative-tokens", type=int, default=None, help="fixed K drafts per step")
     k_mode.add_argument("--adaptive", action="store_true", help="adapt K to acceptance and batch size")
     parser.add_argument("--max-batch-size", type=int, default=8, help="sequences per step (default 8)")
+    add_device_argument(parser)
     add_threads_argument(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000; 0 = any free)")
@@ -47,9 +48,11 @@ def run_serve(args: argparse.Namespace) -> int:
     import torch  # noqa: PLC0415 - keeps --help fast
 
     from serving.server import start_server  # noqa: PLC0415
+    from trainer.device import resolve_device  # noqa: PLC0415
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)  # before loading anything: cuda without a GPU fails here
 
     stop = threading.Event()
 
@@ -69,6 +72,7 @@ def run_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         served_model_name=args.served_model_name,
+        device=device,
     ) as url:
         print(f"eaglenest serving on {url}", flush=True)
         stop.wait()

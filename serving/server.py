@@ -11,11 +11,12 @@ from pathlib import Path
 
 import torch
 import uvicorn
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
 from serving.engine import ServingEngine
 from serving.http import create_app
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
+from trainer.device import load_causal_lm, model_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,11 @@ def load_engine(
     num_speculative_tokens: int | None = None,
     adaptive: bool = False,
     max_batch_size: int = 8,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
 ) -> ServingEngine:
+    """The engine for a target (and head) directory; weights and KV caches on ``device`` (default
+    CPU), in ``dtype`` (default: float32 on CPU, bfloat16 on a GPU that supports it)."""
     # Imported here: the head loader pulls in the validation stack, needed only with a head.
     from trainer.eagle.export import load_head  # noqa: PLC0415
 
@@ -56,7 +60,8 @@ def load_engine(
     policy = speculation_policy(
         has_head=head_dir is not None, num_speculative_tokens=num_speculative_tokens, adaptive=adaptive
     )
-    target = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+    device = device or torch.device("cpu")
+    target = load_causal_lm(model_dir, device=device, dtype=dtype or model_dtype(device))
     head = load_head(head_dir, target) if head_dir is not None else None
     return ServingEngine(target, head, speculation=policy, max_batch_size=max_batch_size)
 
@@ -72,6 +77,7 @@ def start_server(
     host: str = "127.0.0.1",
     port: int = 0,
     served_model_name: str | None = None,
+    device: torch.device | None = None,
 ) -> Iterator[str]:
     """Serve until the block ends; yields the base URL (``port=0`` picks a free port)."""
     model_dir = Path(model_dir)
@@ -81,6 +87,7 @@ def start_server(
         num_speculative_tokens=num_speculative_tokens,
         adaptive=adaptive,
         max_batch_size=max_batch_size,
+        device=device,
     )
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_dir)

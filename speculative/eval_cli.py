@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from trainer.cli import Subparsers, add_model_and_head_arguments, add_threads_argument
+from trainer.cli import Subparsers, add_device_argument, add_model_and_head_arguments, add_threads_argument
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,13 @@ def register(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--max-new-tokens", type=int, default=128, help="tokens generated per prompt")
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N prompts")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="dtype of target and head")
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default=None,
+        help="dtype of target and head (default: float32 on CPU, bfloat16 on a GPU that supports it)",
+    )
+    add_device_argument(parser)
     add_threads_argument(parser)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here as JSON")
     parser.set_defaults(handler=run_eval)
@@ -54,16 +60,18 @@ def run_eval(args: argparse.Namespace) -> int:
 
     # Heavy imports here, not at the top: ``python -m trainer --help`` must stay fast.
     import torch  # noqa: PLC0415
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415
+    from transformers import AutoTokenizer  # noqa: PLC0415
 
     from speculative.decoder import SpeculativeDecoder  # noqa: PLC0415
     from speculative.evaluation import chat_prompts, compare, format_table  # noqa: PLC0415
     from speculative.tree_draft import TreeShape  # noqa: PLC0415
     from trainer.data import load_conversations  # noqa: PLC0415
+    from trainer.device import load_causal_lm, model_dtype, resolve_device  # noqa: PLC0415
     from trainer.eagle.export import load_head, resolve_head_dir  # noqa: PLC0415
 
     tree = TreeShape.parse(args.tree) if args.tree is not None else None
     head_dir = resolve_head_dir(args.head)
+    device = resolve_device(args.device)  # before loading anything: cuda without a GPU fails here
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -72,8 +80,8 @@ def run_eval(args: argparse.Namespace) -> int:
     prompts = chat_prompts(tokenizer, conversations)[: args.limit]
     if not prompts:
         raise ValueError(f"--prompts {args.prompts}: no record has a user turn to use as a prompt")
-    dtype = getattr(torch, args.dtype)
-    target = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
+    dtype = model_dtype(device, args.dtype)
+    target = load_causal_lm(args.model, device=device, dtype=dtype)
     head = load_head(head_dir, target)
     decoder = SpeculativeDecoder(target, head, num_speculative_tokens=args.k)
     drafting = f"K={args.k}" if tree is None else f"tree {tree}"
@@ -84,7 +92,12 @@ def run_eval(args: argparse.Namespace) -> int:
     print(format_table([report]))
     print(report.limits())
     if args.json is not None:
-        payload = {**report.to_json(), "dtype": args.dtype, "threads": torch.get_num_threads()}
+        payload = {
+            **report.to_json(),
+            "dtype": str(dtype).removeprefix("torch."),
+            "device": str(device),
+            "threads": torch.get_num_threads(),
+        }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 0

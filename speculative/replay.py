@@ -70,7 +70,7 @@ class ReplayHead(Eagle3DraftModel):
         caches: Sequence[DraftKVCache],
         lengths: Sequence[int],
     ) -> torch.Tensor:
-        ends = torch.tensor(lengths).cumsum(0) - 1
+        ends = torch.tensor(lengths, device=position_ids.device).cumsum(0) - 1
         self._last_positions = [int(position) for position in position_ids[0, ends]]
         return super().forward_packed(input_ids, hidden, position_ids, caches, lengths)
 

@@ -123,4 +123,6 @@ def _best_nodes(nodes: _Nodes, num_nodes: int) -> DraftTree:
         raise RuntimeError("draft tree selection dropped a chosen node's parent")
     token_ids = torch.cat(nodes.token_ids)[chosen]
     new_parents = [new_index[parents[old]] if parents[old] >= 0 else -1 for old in chosen]
-    return DraftTree(token_ids=token_ids, parents=torch.tensor(new_parents, dtype=torch.long))
+    return DraftTree(
+        token_ids=token_ids, parents=torch.tensor(new_parents, dtype=torch.long, device=token_ids.device)
+    )

@@ -50,6 +50,17 @@ def add_model_and_head_arguments(parser: argparse.ArgumentParser, *, head_requir
     )
 
 
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """``--device`` as trainer.device resolves it (kept here: this module must not load torch)."""
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="cpu",
+        help="where the model and its KV cache run: cpu (default), cuda (an error without a GPU) or auto "
+        "(cuda when torch sees a GPU, else cpu)",
+    )
+
+
 def add_threads_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
 

@@ -245,7 +245,23 @@ class TrainConfig(BaseModel):
     seed: int = Field(
         default=0, description="Seed of data order, splits, regeneration sampling and initialisation."
     )
-    num_threads: int | None = Field(default=None, ge=1, description="torch CPU threads; default all cores.")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="cpu",
+        description="Where the target and the head run: cpu, cuda (an error without a GPU; data-parallel "
+        "ranks take one GPU each) or auto (cuda when torch sees a GPU). On CUDA, compute_dtype auto is "
+        "bfloat16 where the GPU supports it.",
+    )
+    num_threads: int | None = Field(
+        default=None, ge=1, description="torch CPU threads (of each process); default all cores."
+    )
+    nproc: int = Field(
+        default=1,
+        ge=1,
+        description="Data-parallel training processes (torch.distributed: gloo on CPU, NCCL on CUDA, one GPU "
+        "each). Each trains on its share of every batch and the gradients are summed, so the loss curve is "
+        "one process's; rank 0 prepares the data, writes checkpoints, metrics and the head, and decides "
+        "when all stop (the time budget is on its clock: with budget_clock cpu, rank 0's CPU time).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:

@@ -9,6 +9,10 @@ callbacks); ``_Trainer`` is the head's optimisation and how far it got.
 ``train(config, progress, should_stop)`` is what the worker and ``python -m trainer
 train`` call. It returns cleanly (``stopped=True``, after a checkpoint) when
 ``should_stop()`` turns true, and resumes from the latest checkpoint in ``out_dir``.
+
+With ``nproc`` > 1 the caller is rank 0 of a data-parallel run (``trainer.eagle.data_parallel``):
+it prepares the data, starts the other ranks (``train_as_helper`` in their processes), and
+alone writes metrics, checkpoints and the head; its decisions (schedule, stop) bind them all.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from typing import Any
 
 import torch
 from tqdm import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.config import TrainConfig
 from trainer.data.tokenize import TokenizedConversation
 from trainer.data.vocab import DraftVocab, build_draft_vocab
+from trainer.device import bf16_matmuls_native, load_causal_lm, resolve_device
 from trainer.eagle.batch_runner import BatchRunner, TrainOrder
 from trainer.eagle.batching import Batch, plan_batches
 from trainer.eagle.budget_clock import Clock, budget_clock
@@ -52,11 +57,13 @@ from trainer.eagle.data import (
     prepare_data,
     save_prepared,
 )
+from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.export import RUN_HEAD_DIRNAME, export_head, load_head
 from trainer.eagle.features import FeatureCache, TargetTeacher
 from trainer.eagle.head_init import init_head_from_target
 from trainer.eagle.model import Eagle3DraftModel
 from trainer.eagle.optimizer import HeadOptimizer, build_optimizer
+from trainer.eagle.process_group import data_parallel_group
 from trainer.eagle.reporting import (
     DataSummary,
     DraftHeadSummary,
@@ -94,6 +101,7 @@ def train(
 ) -> TrainResult:
     run = _start(config, progress, should_stop)
     target, tokenizer, architecture = _load_target_timed(run)
+    device = target.device
     data = _prepare_data(run, target, tokenizer)
     if data.stopped:
         run.report("done")
@@ -101,10 +109,13 @@ def train(
     if not data.train:
         raise ValueError(_no_samples_message(data))
     head, vocab_coverage = _build_head(config, target, data.train)
-    trainer = _Trainer.create(run, head, _teacher(config, target, head), tokenizer, data)
-    trainer.resume(latest_checkpoint(run.checkpoint_dir))
-    trainer.loop()
-    trainer.checkpoint_last_step()
+    teacher = _teacher(config, target, head)
+    _share_cores(config)
+    with data_parallel_group(config, device) as parallel:
+        trainer = _Trainer.create(run, head, teacher, tokenizer, data, parallel=parallel)
+        trainer.resume(latest_checkpoint(run.checkpoint_dir))
+        trainer.loop()
+        trainer.checkpoint_last_step()
     best = best_checkpoint(run.checkpoint_dir)
     # A stopped run is resumed later, not published.
     head_dir = None if trainer.stopped else trainer.export(best)
@@ -119,6 +130,30 @@ def train(
         tokens_trained=trainer.tokens_trained,
         train_seconds=trainer.train_seconds,
     )
+
+
+def train_as_helper(config: TrainConfig, parallel: DataParallel) -> None:
+    """Rank ``parallel.rank`` > 0 of a data-parallel run: the samples rank 0 prepared, the
+    same head and schedule, its share of every batch; it writes nothing."""
+    run = _start(config, None, None, clean=False)
+    _share_cores(config)
+    target, tokenizer = _load_target(config.model_dir, parallel.device)
+    data = load_prepared(config.out_dir, data_fingerprint(config))
+    if data is None:
+        raise RuntimeError(f"{config.out_dir / PREPARED_DIR}: rank 0 prepared no samples for this run")
+    head, _ = _build_head(config, target, data.train)
+    trainer = _Trainer.create(run, head, _teacher(config, target, head), tokenizer, data, parallel=parallel)
+    trainer.resume(latest_checkpoint(run.checkpoint_dir))
+    trainer.loop()
+    trainer.checkpoint_last_step()
+
+
+def _share_cores(config: TrainConfig) -> None:
+    """N CPU ranks without num_threads split torch's threads between them instead of each taking
+    them all (oversubscribed cores make every rank wait for the slowest). Rank 0 prepared the data
+    with all of them first."""
+    if config.nproc > 1 and config.num_threads is None:
+        torch.set_num_threads(max(1, torch.get_num_threads() // config.nproc))
 
 
 # ---------------------------------------------------------------------- the run
@@ -190,8 +225,15 @@ class _Run:
         )
 
 
-def _start(config: TrainConfig, progress: ProgressFn | None, should_stop: Callable[[], bool] | None) -> _Run:
-    """Start the clocks, seed, and clear the output directory unless resuming."""
+def _start(
+    config: TrainConfig,
+    progress: ProgressFn | None,
+    should_stop: Callable[[], bool] | None,
+    *,
+    clean: bool = True,
+) -> _Run:
+    """Start the clocks, seed, and clear the output directory unless resuming (or ``clean`` is
+    false: a helper rank finds it as rank 0 left it)."""
     clock = budget_clock(config.budget_clock)
     run = _Run(
         config,
@@ -206,7 +248,7 @@ def _start(config: TrainConfig, progress: ProgressFn | None, should_stop: Callab
         torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.seed)
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    if not config.resume:
+    if clean and not config.resume:
         # Starting over: an earlier run's checkpoints and samples must not be picked up.
         for stale in (run.checkpoint_dir, config.out_dir / PREPARED_DIR):
             shutil.rmtree(stale, ignore_errors=True)
@@ -216,7 +258,7 @@ def _start(config: TrainConfig, progress: ProgressFn | None, should_stop: Callab
 def _load_target_timed(run: _Run) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
     run.report("loading_model")
     with run.timed("load_model"):
-        target, tokenizer = _load_target(run.config.model_dir)
+        target, tokenizer = _load_target(run.config.model_dir, resolve_device(run.config.device))
         architecture = check_supported(target.config)
     return target, tokenizer, architecture
 
@@ -244,7 +286,7 @@ def _new_data(run: _Run, target: PreTrainedModel, tokenizer: PreTrainedTokenizer
         report=run.report,
         should_stop=run.should_stop,
         regenerate_deadline=deadline,
-        regenerate_bf16=_use_bf16(config.compute_dtype),
+        regenerate_bf16=_use_bf16(config.compute_dtype, target.device),
         clock=run.clock,
         feature_layers=_recorded_feature_layers(config, target),
     )
@@ -267,7 +309,7 @@ def _teacher(config: TrainConfig, target: PreTrainedModel, head: Eagle3DraftMode
         head.config.aux_layer_ids,
         draft_target_ids=torch.nonzero(head.t2d).flatten(),
         feature_dtype=_DTYPES[config.feature_dtype],
-        autocast_bf16=_use_bf16(config.compute_dtype),
+        autocast_bf16=_use_bf16(config.compute_dtype, target.device),
     )
     if config.init_head_dir is None:
         init_head_from_target(head, target, teacher.draft_lm_head_rows, config.init_from_target)
@@ -357,13 +399,15 @@ class _Trainer:
     head: Eagle3DraftModel
     optimizer: HeadOptimizer
     runner: BatchRunner
-    order: TrainOrder
+    order: TrainOrder  # global batches: a data-parallel rank trains on its shard of each
     data: PreparedData
     eval_batches: list[Batch]
+    parallel: DataParallel
     step_cap: int  # epochs or max_steps; a time budget may plan fewer
     total_steps: int  # re-planned under a time budget
     step: int = 0
     resumed_from_step: int | None = None
+    checkpointed_step: int | None = None
     tokens_trained: int = 0
     train_seconds_before: float = 0.0  # in earlier attempts, from the checkpoint
     loop_started: float = 0.0
@@ -382,6 +426,8 @@ class _Trainer:
         teacher: TargetTeacher,
         tokenizer: PreTrainedTokenizerBase,
         data: PreparedData,
+        *,
+        parallel: DataParallel,
     ) -> _Trainer:
         config = run.config
         optimizer = build_optimizer(
@@ -390,9 +436,11 @@ class _Trainer:
         order = TrainOrder(_plan_batches(config, data.train), seed=config.seed)
         eval_batches = _plan_batches(config, data.eval)
         runner = _batch_runner(config, head, teacher, tokenizer, run.clock)
-        _adopt_recorded_features(runner, order, eval_batches, data)
+        _adopt_recorded_features(runner, order, eval_batches, data, parallel)
         step_cap = _step_cap(config, len(order))
-        return cls(run, head, optimizer, runner, order, data, eval_batches, step_cap, total_steps=step_cap)
+        return cls(
+            run, head, optimizer, runner, order, data, eval_batches, parallel, step_cap, total_steps=step_cap
+        )
 
     @property
     def evals_per_step(self) -> float:
@@ -403,11 +451,14 @@ class _Trainer:
         return self.train_seconds_before + self.run.stage_seconds["train"]
 
     def resume(self, checkpoint: Path | None) -> None:
-        """Continue from ``checkpoint``, when there is one: the head, optimizer and RNG, and the counts."""
+        """Continue from ``checkpoint``, when there is one: the head, optimizer and RNG, and the
+        counts; then every rank holds rank 0's weights (a new head's random ones, too)."""
         if checkpoint is None:
+            self.parallel.copy_main_weights(self.head)
             return
         state = load_checkpoint(checkpoint, head=self.head, optimizer=self.optimizer)
-        self.step = self.resumed_from_step = int(state["step"])
+        self.parallel.copy_main_weights(self.head)
+        self.step = self.resumed_from_step = self.checkpointed_step = int(state["step"])
         self.total_steps = max(int(state["total_steps"]), self.step)
         self.best_eval = EvalMetrics(**state["best_eval"]) if state.get("best_eval") else None
         self.last_eval = EvalMetrics(**state["eval"]) if state.get("eval") else None
@@ -417,51 +468,105 @@ class _Trainer:
 
     def loop(self) -> None:
         """Steps until the schedule ends, a stop is requested or the time budget is spent."""
-        metrics = MetricsLog(self.run.config.out_dir / METRICS_FILE, keep_through_step=self.resumed_from_step)
+        main = self.parallel.is_main
+        metrics = (
+            MetricsLog(self.run.config.out_dir / METRICS_FILE, keep_through_step=self.resumed_from_step)
+            if main
+            else None
+        )
         self.head.train()
         self.loop_started = self.run.clock()
         bar = tqdm(
             total=self.total_steps,
             initial=self.step,
-            disable=not sys.stderr.isatty(),
+            disable=not (main and sys.stderr.isatty()),
             desc="train",
             unit="step",
         )
         while self.step < self.total_steps:
             record = self._step()
-            metrics.write(self._metrics_line(record))
-            self._replan(record.ended, bar)
-            self._report(record, bar)
+            if metrics is not None:
+                metrics.write(self._metrics_line(record))
+            if main:
+                self._replan(record.ended, bar)
+                self._report(record, bar)
+            (self.total_steps,) = self.parallel.from_main([self.total_steps])
             if self.step % self.run.config.checkpoint_every == 0 and self.step < self.total_steps:
                 self._evaluate_and_checkpoint()
-            if self.run.should_stop():
+            # Rank 0 decides for every rank, so all stop after the same step.
+            stop, out_of_time = self.parallel.from_main(
+                [int(main and self.run.should_stop()), int(main and self._out_of_time())]
+            )
+            if stop:
                 self.stopped = True
                 break
-            if self._out_of_time():
+            if out_of_time:
                 break
         bar.close()
         self.run.stage_seconds["train"] = self.run.clock() - self.loop_started
 
     def _step(self) -> _StepRecord:
-        """One optimizer step on the step's batch."""
+        """One optimizer step on the step's batch (this rank's shard of it; gradients summed over ranks)."""
         clock = self.run.clock
         began = clock()
         key, batch = self.order.batch_at(self.step)
         lr = self._set_learning_rate()
-        tensors, features = self.runner.features(key, self.data.train, batch)
-        head_began = clock()
-        out = self.runner.loss(tensors, features)
         self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()  # type: ignore[no-untyped-call]
+        shard = self.parallel.shard(batch, self.data.train)
+        if shard is None:
+            head_began = clock()
+            out, tokens = self._empty_shard(), 0
+        else:
+            tensors, features = self.runner.features(key, self.data.train, shard)
+            head_began = clock()
+            global_counts = self.parallel.sum_counts if self.parallel.enabled else None
+            out = self.runner.loss(tensors, features, global_counts=global_counts)
+            out.loss.backward()  # type: ignore[no-untyped-call]
+            tokens = int(tensors.attention_mask.sum())
+        self.parallel.sum_gradients(self.head)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.head.parameters(), self.run.config.grad_clip)
         self.optimizer.step()
         self.step += 1
+        out, tokens = self._summed_over_ranks(out, tokens)
         ended = clock()
         self.runner.timer.record_head(ended - head_began, batch.padded_tokens)
-        tokens = int(tensors.attention_mask.sum())
         self.tokens_trained += tokens
         self.last_loss, self.last_accuracy = float(out.loss.detach()), out.step_accuracy
         return _StepRecord(out, lr, float(grad_norm), tokens, began, head_began, ended)
+
+    def _empty_shard(self) -> TTTOutput:
+        """A rank without rows in this batch adds nothing, but joins the count sum all ranks make."""
+        steps = self.run.config.ttt_steps
+        self.parallel.sum_counts([0] * steps)
+        zeros = [0.0] * steps
+        features = zeros if self.run.config.feature_loss_weight > 0 else None
+        return TTTOutput(torch.zeros(()), zeros, zeros, [0] * steps, features)
+
+    def _summed_over_ranks(self, out: TTTOutput, tokens: int) -> tuple[TTTOutput, int]:
+        """The global batch's numbers: each rank's are its share (normalised by the global counts)."""
+        if not self.parallel.enabled:
+            return out, tokens
+        steps = len(out.step_losses)
+        features = out.step_feature_losses
+        summed = self.parallel.sum(
+            [
+                float(out.loss.detach()),
+                *out.step_losses,
+                *out.step_accuracy,
+                *out.step_counts,
+                *(features or [0.0] * steps),
+                float(tokens),
+            ]
+        )
+        parts = [summed[1 + i * steps : 1 + (i + 1) * steps] for i in range(4)]
+        total = TTTOutput(
+            loss=torch.tensor(summed[0]),
+            step_losses=parts[0],
+            step_accuracy=parts[1],
+            step_counts=[round(count) for count in parts[2]],
+            step_feature_losses=parts[3] if features is not None else None,
+        )
+        return total, round(summed[-1])
 
     def _set_learning_rate(self) -> float:
         config = self.run.config
@@ -549,19 +654,22 @@ class _Trainer:
 
     def checkpoint_last_step(self) -> None:
         """Evaluate and checkpoint the last step, unless the loop just did."""
-        saved = latest_checkpoint(self.run.checkpoint_dir)
-        if self.step > 0 and (saved is None or saved.name != f"step-{self.step:08d}"):
+        if self.step > 0 and self.checkpointed_step != self.step:
             self._evaluate_and_checkpoint()
 
     def _evaluate_and_checkpoint(self) -> None:
+        """Every rank evaluates its shard of the held-out batches; rank 0 writes the checkpoint."""
         self.run.report("evaluating", self.step, self.total_steps)
-        evaluation = self.last_eval = self.runner.evaluate(self.eval_batches, self.data.eval)
+        evaluation = self.last_eval = self.runner.evaluate(self.eval_batches, self.data.eval, self.parallel)
         self.run.report("checkpointing", self.step, self.total_steps)
         is_best = evaluation is not None and (
             self.best_eval is None or evaluation.loss <= self.best_eval.loss
         )
         if is_best:
             self.best_eval = evaluation
+        self.checkpointed_step = self.step
+        if not self.parallel.is_main:
+            return
         # Without held-out samples the latest checkpoint counts as the best one.
         save_checkpoint(
             self.run.checkpoint_dir,
@@ -651,32 +759,41 @@ def _batch_runner(
         pad_id=int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
         ttt_steps=config.ttt_steps,
         ttt_decay=config.ttt_decay,
-        autocast_bf16=_use_bf16(config.compute_dtype),
+        autocast_bf16=_use_bf16(config.compute_dtype, head.fc.weight.device),
         feature_loss_weight=config.feature_loss_weight,
         clock=clock,
     )
 
 
 def _adopt_recorded_features(
-    runner: BatchRunner, order: TrainOrder, eval_batches: list[Batch], data: PreparedData
+    runner: BatchRunner,
+    order: TrainOrder,
+    eval_batches: list[Batch],
+    data: PreparedData,
+    parallel: DataParallel,
 ) -> None:
-    """Features recorded while distilling go straight into the cache, so the schedule plans
-    those batches as cached."""
-    adopted = runner.adopt_recorded_features(
-        [(f"train-{i}", b) for i, b in enumerate(order.batches)], data.train
-    )
-    runner.adopt_recorded_features([(f"eval-{i}", b) for i, b in enumerate(eval_batches)], data.eval)
+    """Features recorded while distilling go straight into the cache (of this rank's shards),
+    so the schedule plans those batches as cached."""
+
+    def shards(
+        batches: list[Batch], samples: list[TokenizedConversation], kind: str
+    ) -> list[tuple[str, Batch]]:
+        keyed = ((f"{kind}-{i}", parallel.shard(batch, samples)) for i, batch in enumerate(batches))
+        return [(key, shard) for key, shard in keyed if shard is not None]
+
+    adopted = runner.adopt_recorded_features(shards(order.batches, data.train, "train"), data.train)
+    runner.adopt_recorded_features(shards(eval_batches, data.eval, "eval"), data.eval)
     logger.info("%d of %d training batches use features recorded while distilling", adopted, len(order))
 
 
 # ---------------------------------------------------------------------- helpers
 
 
-def _load_target(model_dir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The frozen target in float32 (CPU training) and its tokenizer."""
+def _load_target(model_dir: Path, device: torch.device) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The frozen target in float32 on ``device`` (bf16 only through autocast) and its tokenizer."""
     if not (model_dir / "config.json").is_file():
         raise ValueError(f"model_dir {model_dir}: no config.json (expected a Hugging Face model directory)")
-    target = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    target = load_causal_lm(model_dir, device=device, dtype=torch.float32)
     target.requires_grad_(False)
     target.train(False)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -694,7 +811,7 @@ def _build_head(
                 f"aux_layer_ids {config.aux_layer_ids} differ from the init head's "
                 f"{head.config.aux_layer_ids}; fine-tuning keeps the head's layers"
             )
-        return head.train(), _coverage(head.t2d, samples)
+        return head.train().to(target.device), _coverage(head.t2d.cpu(), samples)
     vocab_size = int(target.config.get_text_config().vocab_size)
     if config.draft_vocab_size is not None and config.draft_vocab_size > vocab_size:
         raise ValueError(
@@ -707,7 +824,7 @@ def _build_head(
     head = Eagle3DraftModel(head_config)
     head.load_target_embeddings(input_embedding_weight(target).float())
     head.set_draft_vocab(vocab.d2t, vocab.t2d)
-    return head, vocab.coverage
+    return head.to(target.device), vocab.coverage
 
 
 # Draft vocabulary sizes tried when none is given; the lm_head's cost grows with the size,
@@ -735,9 +852,9 @@ def _coverage(t2d: torch.Tensor, samples: list[TokenizedConversation]) -> float 
     return float(t2d[torch.tensor(masked)].float().mean())
 
 
-def _use_bf16(compute_dtype: str) -> bool:
+def _use_bf16(compute_dtype: str, device: torch.device) -> bool:
     if compute_dtype == "auto":
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return bf16_matmuls_native(device)
     return compute_dtype == "bfloat16"
 
 

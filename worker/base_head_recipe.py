@@ -55,6 +55,8 @@ def base_head_config(
         "init_head_dir": None,
         "resume": True,
         "time_budget_minutes": budget_minutes,
+        "nproc": settings.train_nproc,
+        "device": settings.device,
     }
     try:
         return TrainConfig.model_validate(fields)

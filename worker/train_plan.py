@@ -70,7 +70,11 @@ def build_train_config(
     run_dir: Path,
     init_head_dir: Path | None,
     budget_minutes: float | None,
+    nproc: int = 1,
+    device: str = "cpu",
 ) -> TrainConfig:
+    """The knobs over the operator's overrides; ``nproc`` and ``device`` are the worker's
+    (EAGLENEST_TRAIN_NPROC, EAGLENEST_DEVICE)."""
     fields: dict[str, Any] = dict(overrides)
     if knobs.self_instruct_conversations and knobs.regenerate is False:
         raise JobFailedError(
@@ -91,6 +95,8 @@ def build_train_config(
         init_head_dir=init_head_dir,
         resume=True,
         time_budget_minutes=budget_minutes,
+        nproc=nproc,
+        device=device,
     )
     if init_head_dir is not None and knobs.draft_vocab_size is None:
         # An operator default must not clash with an existing head's own vocabulary.

@@ -111,6 +111,8 @@ def test_the_recipe_is_layered_under_the_operators_base_overrides(tmp_path: Path
     settings = Settings(
         train_overrides={"batch_tokens": 1024, "regenerate": False},
         base_head_train_overrides={"self_instruct_conversations": 5},
+        train_nproc=2,
+        device="auto",
     )
     config = base_head_config(
         settings, model_dir=tmp_path, data_files=[], run_dir=tmp_path / "run", budget_minutes=3.0
@@ -120,6 +122,8 @@ def test_the_recipe_is_layered_under_the_operators_base_overrides(tmp_path: Path
     assert config.self_instruct_conversations == 5  # the base head's own overrides win over both
     assert config.time_budget_minutes == 3.0
     assert config.init_head_dir is None
+    assert config.nproc == 2  # the worker's processes per training run
+    assert config.device == "auto"
     bad = Settings(base_head_train_overrides={"regenerate": False})  # self-instruct needs regenerate
     with pytest.raises(JobFailedError, match="EAGLENEST_BASE_HEAD_TRAIN_OVERRIDES"):
         base_head_config(bad, model_dir=tmp_path, data_files=[], run_dir=tmp_path, budget_minutes=None)

@@ -75,6 +75,26 @@ def test_knobs_win_over_operator_overrides() -> None:
     assert config.resume is True
 
 
+def test_the_workers_process_count_and_device_reach_the_trainer() -> None:
+    assert _config(_knobs()).nproc == 1
+    assert _config(_knobs()).device == "cpu"
+    config = build_train_config(
+        _knobs(),
+        overrides={"nproc": 4},
+        model_dir=Path("/cache/model"),
+        data_files=[Path("/cache/data/a.jsonl")],
+        run_dir=Path("/work/run"),
+        init_head_dir=None,
+        budget_minutes=None,
+        nproc=2,
+        device="auto",
+    )
+    assert config.nproc == 2
+    assert config.device == "auto"
+    # The lineage's hyper-parameters are the config's fields, so they record it.
+    assert config.model_dump(mode="json")["nproc"] == 2
+
+
 def test_a_draft_vocabulary_size_cannot_change_an_existing_head() -> None:
     with pytest.raises(JobFailedError) as caught:
         _config(_knobs(EAGLE_DRAFT_VOCAB_SIZE="4096"), head=Path("/cache/head"))

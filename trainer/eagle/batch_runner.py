@@ -7,19 +7,22 @@ costs, so the loop reads as "features, loss, step" and the planner gets its timi
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
 from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.batching import Batch, BatchTensors, collate, epoch_order
 from trainer.eagle.budget_clock import Clock
+from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.features import FeatureCache, TargetFeatures, TargetTeacher
 from trainer.eagle.generation_features import collate_features
 from trainer.eagle.model import Eagle3DraftModel
 from trainer.eagle.reporting import EvalMetrics, acceptance_length_estimate
 from trainer.eagle.schedule import StepTimer
-from trainer.eagle.ttt import TTTOutput, teacher_positions, ttt_loss
+from trainer.eagle.ttt import TTTOutput, teacher_positions, ttt_loss, ttt_step_counts
+
+GlobalCounts = Callable[[list[int]], list[int]]
 
 
 class TrainOrder:
@@ -90,13 +93,23 @@ class BatchRunner:
         final = hidden * torch.empty((), dtype=self.teacher.final_dtype).element_size()
         return aux + final + 8  # + the int64 argmax
 
+    @property
+    def device(self) -> torch.device:
+        return self.head.fc.weight.device
+
+    def _recorded_features(
+        self, samples: Sequence[TokenizedConversation], batch: Batch
+    ) -> TargetFeatures | None:
+        features = collate_features(samples, batch.sample_indices, batch.length)
+        return None if features is None else features.to(self.device)
+
     def adopt_recorded_features(
         self, keyed_batches: Sequence[tuple[str, Batch]], samples: Sequence[TokenizedConversation]
     ) -> int:
         """Cache the features recorded during distillation for these batches; returns how many."""
         adopted = 0
         for key, batch in keyed_batches:
-            features = collate_features(samples, batch.sample_indices, batch.length)
+            features = self._recorded_features(samples, batch)
             if features is not None and self.cache.put(key, features):
                 adopted += 1
         return adopted
@@ -104,9 +117,10 @@ class BatchRunner:
     def features(
         self, key: str, samples: Sequence[TokenizedConversation], batch: Batch
     ) -> tuple[BatchTensors, TargetFeatures]:
-        """The batch's tensors and target features (from the cache, or computed and cached)."""
-        tensors = collate(samples, batch, pad_id=self.pad_id)
-        features = self.cache.get(key) or collate_features(samples, batch.sample_indices, batch.length)
+        """The batch's tensors and target features (from the cache, or computed and cached), on the
+        head's device."""
+        tensors = collate(samples, batch, pad_id=self.pad_id).to(self.device)
+        features = self.cache.get(key) or self._recorded_features(samples, batch)
         if features is not None:
             self.cache.put(key, features)
         else:
@@ -118,10 +132,18 @@ class BatchRunner:
             self.cache.put(key, features)
         return tensors, features
 
-    def loss(self, tensors: BatchTensors, features: TargetFeatures) -> TTTOutput:
-        """The unrolled TTT loss of one batch (forward under bf16 autocast when enabled)."""
+    def loss(
+        self, tensors: BatchTensors, features: TargetFeatures, *, global_counts: GlobalCounts | None = None
+    ) -> TTTOutput:
+        """The unrolled TTT loss of one batch (forward under bf16 autocast when enabled).
+
+        ``global_counts`` turns this batch's per-step counts into the global batch's, when
+        it is one rank's shard of it: the loss is then this shard's share of the global one."""
         teacher = self.teacher.teacher(features, self.head.t2d, needed=teacher_positions(tensors.loss_mask))
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast_bf16):
+        normalizers = None
+        if global_counts is not None:
+            normalizers = global_counts(ttt_step_counts(tensors.loss_mask, teacher, self.ttt_steps))
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast_bf16):
             return ttt_loss(
                 self.head,
                 input_ids=tensors.input_ids,
@@ -132,12 +154,18 @@ class BatchRunner:
                 decay=self.ttt_decay,
                 target_final_hidden=features.final_hidden if self.feature_loss_weight > 0 else None,
                 feature_loss_weight=self.feature_loss_weight,
+                normalizers=normalizers,
             )
 
     def evaluate(
-        self, batches: Sequence[Batch], samples: Sequence[TokenizedConversation]
+        self,
+        batches: Sequence[Batch],
+        samples: Sequence[TokenizedConversation],
+        parallel: DataParallel | None = None,
     ) -> EvalMetrics | None:
-        """Loss and per-step accuracy over held-out batches, weighted by masked tokens."""
+        """Loss and per-step accuracy over held-out batches, weighted by masked tokens; a
+        data-parallel rank evaluates its shard of each batch and the sums are combined."""
+        parallel = parallel or DataParallel.single()
         if not batches:
             return None
         began = self.clock()
@@ -148,12 +176,20 @@ class BatchRunner:
         hits = [0.0] * self.ttt_steps
         with torch.no_grad():
             for batch_id, batch in enumerate(batches):
-                out = self.loss(*self.features(f"eval-{batch_id}", samples, batch))
+                shard = parallel.shard(batch, samples)
+                if shard is None:
+                    continue
+                out = self.loss(*self.features(f"eval-{batch_id}", samples, shard))
                 for i, count in enumerate(out.step_counts):
                     loss_sums[i] += out.step_losses[i] * count
                     counts[i] += count
                     hits[i] += out.step_accuracy[i] * count
         self.head.train(was_training)
+        if parallel.enabled:
+            steps = self.ttt_steps
+            summed = parallel.sum([*loss_sums, *counts, *hits])
+            loss_sums, hits = summed[:steps], summed[2 * steps :]
+            counts = [round(count) for count in summed[steps : 2 * steps]]
         self.timer.eval_seconds = self.clock() - began
         accuracy = [h / max(c, 1) for h, c in zip(hits, counts, strict=True)]
         step_means = [total / max(count, 1) for total, count in zip(loss_sums, counts, strict=True)]

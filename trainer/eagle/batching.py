@@ -33,6 +33,11 @@ class BatchTensors:
     attention_mask: torch.Tensor  # [B, T] 1 on real tokens
     loss_mask: torch.Tensor  # [B, T] 1 on tokens to learn (assistant tokens), 0 on padding
 
+    def to(self, device: torch.device) -> BatchTensors:
+        return BatchTensors(
+            self.input_ids.to(device), self.attention_mask.to(device), self.loss_mask.to(device)
+        )
+
 
 def plan_batches(lengths: Sequence[int], *, batch_tokens: int, max_batch_size: int) -> list[Batch]:
     """Batches in length order; a sample longer than ``batch_tokens`` gets a batch of its own."""

@@ -123,9 +123,11 @@ def generate_replies(
     reply; the others come back cut (stop token None), as at max_new_tokens."""
     width = max(len(ids) for ids in prompts)
     # Left padding keeps every prompt's last token in the final column, where generation continues.
-    input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in prompts], dtype=torch.long)
+    input_ids = torch.tensor(
+        [[pad_id] * (width - len(ids)) + ids for ids in prompts], dtype=torch.long, device=model.device
+    )
     attention_mask = torch.tensor(
-        [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], dtype=torch.long
+        [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], dtype=torch.long, device=model.device
     )
     sampling: dict[str, Any] = (
         {"do_sample": True, "temperature": temperature, "top_p": top_p}
@@ -199,7 +201,7 @@ class _ArgmaxRecorder(LogitsProcessor):
         return scores
 
     def steps(self, row: int) -> torch.Tensor:
-        return torch.stack(self._steps, dim=1)[row]
+        return torch.stack(self._steps, dim=1)[row].cpu()
 
 
 def continue_conversations(

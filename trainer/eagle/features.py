@@ -39,6 +39,11 @@ class TargetFeatures:
     final_hidden: torch.Tensor  # [B, T, H], after the target's final norm
     argmax_ids: torch.Tensor  # [B, T] int64, the target's greedy next token
 
+    def to(self, device: torch.device) -> TargetFeatures:
+        return TargetFeatures(
+            self.aux_hidden_states.to(device), self.final_hidden.to(device), self.argmax_ids.to(device)
+        )
+
     @property
     def nbytes(self) -> int:
         return sum(
@@ -91,7 +96,7 @@ class TargetTeacher:
         """
         base = self.target.model
         with (
-            torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast_bf16),
+            torch.autocast(input_ids.device.type, dtype=torch.bfloat16, enabled=self.autocast_bf16),
             TargetFeatureCapture(self.target, self.aux_layer_ids) as capture,
         ):
             final = base(
@@ -105,12 +110,12 @@ class TargetTeacher:
                     self._lm_head(flat[start : start + _ARGMAX_ROWS]).argmax(-1)
                     for start in range(0, flat.shape[0], _ARGMAX_ROWS)
                 ]
-                or [torch.zeros(0, dtype=torch.long)]
+                or [torch.zeros(0, dtype=torch.long, device=final.device)]
             )
         if needed is None:
             argmax_ids = argmax.view(final.shape[:-1])
         else:
-            argmax_ids = torch.zeros(final.shape[:-1], dtype=torch.long)
+            argmax_ids = torch.zeros(final.shape[:-1], dtype=torch.long, device=final.device)
             argmax_ids[needed.bool()] = argmax
         return TargetFeatures(
             aux_hidden_states=_compact(aux, self.feature_dtype),

@@ -106,7 +106,10 @@ class GenerationRecorder(ScopedHooks):
         kept = min(recorded, length)
         aux_out[:kept] = aux[start : start + kept]
         final_out[:kept] = final[start : start + kept]
-        return SampleFeatures(aux_hidden_states=aux_out, final_hidden=final_out, argmax_ids=argmax_ids)
+        # Kept in host memory with the sample for the whole run, whatever device recorded them.
+        return SampleFeatures(
+            aux_hidden_states=aux_out.cpu(), final_hidden=final_out.cpu(), argmax_ids=argmax_ids
+        )
 
 
 def collate_features(

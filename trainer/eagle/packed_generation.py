@@ -254,4 +254,7 @@ def _features(row: _Row) -> SampleFeatures:
     # The target's greedy choice after each position from the prompt's last on: what the loss
     # compares the draft with (the reply token itself when greedy).
     argmax_ids[prompt - 1 : length - 1] = torch.tensor(row.argmax, dtype=torch.long)
-    return SampleFeatures(aux_hidden_states=aux_out, final_hidden=final_out, argmax_ids=argmax_ids)
+    # Kept in host memory with the sample for the whole run, whatever device recorded them.
+    return SampleFeatures(
+        aux_hidden_states=aux_out.cpu(), final_hidden=final_out.cpu(), argmax_ids=argmax_ids
+    )

@@ -96,6 +96,20 @@ def _pack(active: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.where(valid, order, torch.zeros_like(order)), valid
 
 
+def _step_masks(loss_mask: torch.Tensor, teacher: TeacherTargets, steps: int) -> list[torch.Tensor]:
+    """Step i at index t learns token t+2+i from the teacher at t+1+i (a draft-vocab argmax)."""
+    in_draft_vocab = teacher.argmax_draft_id >= 0
+    return [
+        _shift_left(loss_mask.bool(), 2 + step, False) & _shift_left(in_draft_vocab, 1 + step, False)
+        for step in range(steps)
+    ]
+
+
+def ttt_step_counts(loss_mask: torch.Tensor, teacher: TeacherTargets, steps: int) -> list[int]:
+    """Positions each step of ``ttt_loss`` learns from (its ``step_counts``), without the forward."""
+    return [int(mask.sum()) for mask in _step_masks(loss_mask, teacher, steps)]
+
+
 def ttt_loss(
     model: Eagle3DraftModel,
     *,
@@ -107,6 +121,7 @@ def ttt_loss(
     decay: float = 0.8,
     target_final_hidden: torch.Tensor | None = None,
     feature_loss_weight: float = 0.0,
+    normalizers: list[int] | None = None,
 ) -> TTTOutput:
     """Unrolled EAGLE-3 loss over ``steps`` draft positions for a right-padded batch.
 
@@ -118,14 +133,13 @@ def ttt_loss(
     Only indices where some step has a loss are computed past step 0's keys and values
     (``forward_ttt_step``'s ``query_index``): in chat data that skips most prompt tokens,
     which carry no loss but cost as much as answer tokens in a dense unroll.
+
+    ``normalizers`` divide each step's sums instead of its own counts: a data-parallel rank
+    passes the counts of the whole global batch, so its loss, step losses and accuracies are
+    its share, and their sums over the ranks are the global batch's.
     """
     batch, length = input_ids.shape
-    in_draft_vocab = teacher.argmax_draft_id >= 0
-    # Step i at index t learns token t+2+i from the teacher at t+1+i (a draft-vocab argmax).
-    masks = [
-        _shift_left(loss_mask.bool(), 2 + step, False) & _shift_left(in_draft_vocab, 1 + step, False)
-        for step in range(steps)
-    ]
+    masks = _step_masks(loss_mask, teacher, steps)
     index, valid = _pack(torch.stack(masks).any(dim=0))
     rows_of = torch.arange(batch, device=input_ids.device)[:, None].expand_as(index)
     positions = torch.arange(length, device=input_ids.device).expand(batch, length)
@@ -150,21 +164,22 @@ def ttt_loss(
         batch_rows = rows_of[selected]
         target_index = index[selected] + 1 + step
         count = int(batch_rows.numel())
+        divisor = max(count if normalizers is None else normalizers[step], 1)
         normed = model.norm(hidden[selected])
         logits = model.lm_head(normed).float()
         # Soft-label cross entropy: -(teacher probs * draft log-probs), summed over rows.
         soft_targets = teacher.probs[batch_rows, target_index]
-        step_loss = F.cross_entropy(logits, soft_targets, reduction="sum") / max(count, 1)
+        step_loss = F.cross_entropy(logits, soft_targets, reduction="sum") / divisor
         total = total + (decay**step) * step_loss
         if regress:
             assert target_final_hidden is not None
             feature_loss = feature_regression_loss(normed, target_final_hidden[batch_rows, target_index])
-            feature_loss = feature_loss / max(count, 1)
+            feature_loss = feature_loss / divisor
             total = total + (decay**step) * feature_loss_weight * feature_loss
             feature_losses.append(float(feature_loss.detach()))
         hits = logits.argmax(-1) == teacher.argmax_draft_id[batch_rows, target_index]
         losses.append(float(step_loss.detach()))
-        accuracy.append(float(hits.sum()) / max(count, 1))
+        accuracy.append(float(hits.sum()) / divisor)
         counts.append(count)
     return TTTOutput(
         loss=total,

@@ -36,7 +36,9 @@ class Fleet:
         log_dir: Path,
         host: str = "127.0.0.1",
         advertised: str | None = None,
+        device: str = "cpu",
     ) -> None:
+        self.device = device
         self.host = host
         self.advertised = advertised
         self.endpoint_id = endpoint_id
@@ -53,7 +55,12 @@ class Fleet:
     def _new_process(self, ordinal: int) -> ServingProcess:
         log = self.log_dir / f"generation-{self.generation}-instance-{ordinal}.log"
         return ServingProcess(
-            self.model, threads=self.threads, log_path=log, host=self.host, advertised=self.advertised
+            self.model,
+            threads=self.threads,
+            log_path=log,
+            host=self.host,
+            advertised=self.advertised,
+            device=self.device,
         )
 
     def start(self) -> None:

@@ -40,8 +40,10 @@ class ServingProcess:
         log_path: Path,
         host: str = "127.0.0.1",
         advertised: str | None = None,
+        device: str = "cpu",
     ) -> None:
         self.model = model
+        self.device = device
         self.threads = threads
         self.host = host
         self.advertised = advertised
@@ -56,7 +58,7 @@ class ServingProcess:
             argv += ["--head", str(self.model.head_dir)]
             if self.model.num_speculative_tokens is not None:
                 argv += ["--num-speculative-tokens", str(self.model.num_speculative_tokens)]
-        argv += ["--threads", str(self.threads), "--host", self.host, "--port", "0"]
+        argv += ["--threads", str(self.threads), "--device", self.device, "--host", self.host, "--port", "0"]
         return [*argv, "--served-model-name", self.model.model_name]
 
     def start(self) -> None:

@@ -211,6 +211,7 @@ class EndpointSupervisor:
             count=int(variant["InitialInstanceCount"]),
             model=model,
             threads=self.settings.endpoint_instance_threads,
+            device=self.settings.device,
             log_dir=Path(self.log_dir),
             host=self.settings.endpoint_instance_host,
             advertised=self.settings.endpoint_advertised_host,

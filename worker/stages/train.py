@@ -92,6 +92,8 @@ def _config(ctx: JobContext, run_dir: Path, budget_minutes: float | None) -> Tra
         run_dir=run_dir,
         init_head_dir=None if head is None else head.local_dir,
         budget_minutes=budget_minutes,
+        nproc=ctx.settings.train_nproc,
+        device=ctx.settings.device,
     )
 
 
