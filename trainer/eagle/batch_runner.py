@@ -17,6 +17,8 @@ from trainer.eagle.budget_clock import Clock
 from trainer.eagle.features import FeatureCache, TargetFeatures, TargetTeacher
 from trainer.eagle.generation_features import collate_features
 from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.peagle import PEagleDraftModel
+from trainer.eagle.peagle_ttt import parallel_loss
 from trainer.eagle.reporting import EvalMetrics, acceptance_length_estimate
 from trainer.eagle.schedule import StepTimer
 from trainer.eagle.ttt import TTTOutput, teacher_positions, ttt_loss
@@ -70,6 +72,7 @@ class BatchRunner:
         ttt_decay: float,
         autocast_bf16: bool,
         feature_loss_weight: float = 0.0,
+        peagle_keep_ratio: float = 1.0,
         clock: Clock = time.monotonic,
     ) -> None:
         self.clock = clock  # the training budget's clock, so planned steps fit the budget
@@ -81,6 +84,7 @@ class BatchRunner:
         self.ttt_steps = ttt_steps
         self.ttt_decay = ttt_decay
         self.feature_loss_weight = feature_loss_weight
+        self.peagle_keep_ratio = peagle_keep_ratio
         self.autocast_bf16 = autocast_bf16
 
     @property
@@ -122,6 +126,17 @@ class BatchRunner:
         """The unrolled TTT loss of one batch (forward under bf16 autocast when enabled)."""
         teacher = self.teacher.teacher(features, self.head.t2d, needed=teacher_positions(tensors.loss_mask))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast_bf16):
+            if isinstance(self.head, PEagleDraftModel):
+                return parallel_loss(
+                    self.head,
+                    input_ids=tensors.input_ids,
+                    aux_hidden_states=features.aux_hidden_states.float(),
+                    teacher=teacher,
+                    loss_mask=tensors.loss_mask,
+                    depths=self.ttt_steps,
+                    decay=self.ttt_decay,
+                    keep_ratio=self.peagle_keep_ratio,
+                )
             return ttt_loss(
                 self.head,
                 input_ids=tensors.input_ids,
