@@ -75,6 +75,11 @@ def test_knobs_win_over_operator_overrides() -> None:
     assert config.resume is True
 
 
+def test_the_draft_variant_knob_reaches_the_trainer() -> None:
+    assert _config(_knobs(EAGLE_VARIANT="peagle")).variant == "peagle"
+    assert _config(_knobs()).variant == "eagle3"
+
+
 def test_a_draft_vocabulary_size_cannot_change_an_existing_head() -> None:
     with pytest.raises(JobFailedError) as caught:
         _config(_knobs(EAGLE_DRAFT_VOCAB_SIZE="4096"), head=Path("/cache/head"))
