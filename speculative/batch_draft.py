@@ -7,6 +7,9 @@ entries go through the head in one packed forward (``Eagle3DraftModel.forward_pa
 each sequence attends to its own draft cache only), then each chain step drafts the next
 token of every sequence still drafting in one forward over one row per sequence.
 
+A P-EAGLE head needs no chain steps: each sequence's row also carries its K-1 mask
+slots, and that one packed forward gives every draft of every sequence.
+
 Each sequence gets the tokens and distributions ``Drafter.propose`` would give it alone,
 and its cache ends at the same length: entries built from target features stay, the
 chain's own are dropped.
@@ -22,6 +25,7 @@ import torch
 from speculative.draft import Drafter, Proposal
 from speculative.sampling import SamplingParams
 from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.peagle import PEagleDraftModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,8 @@ def propose_batch(head: Eagle3DraftModel, requests: Sequence[DraftRequest]) -> l
         raise ValueError("every request's drafter must run the head given")
     if any(request.num_tokens < 1 for request in requests):
         raise ValueError("every request must ask for at least 1 draft token")
+    if isinstance(head, PEagleDraftModel):
+        return _propose_parallel_batch(head, requests)
     caches = [request.drafter.cache for request in requests]
     lengths = [int(request.next_token_ids.shape[0]) for request in requests]
     committed = [cache.length + length for cache, length in zip(caches, lengths, strict=True)]
@@ -85,3 +91,47 @@ def propose_batch(head: Eagle3DraftModel, requests: Sequence[DraftRequest]) -> l
         Proposal(token_ids=torch.stack(tokens), probs=torch.stack(rows) if rows else None)
         for tokens, rows in zip(drafted, probs, strict=True)
     ]
+
+
+def _propose_parallel_batch(head: PEagleDraftModel, requests: Sequence[DraftRequest]) -> list[Proposal]:
+    """P-EAGLE: every sequence's new entries and its K-1 mask slots in one packed forward."""
+    caches = [request.drafter.cache for request in requests]
+    new = [int(request.next_token_ids.shape[0]) for request in requests]
+    slots = [request.num_tokens - 1 for request in requests]
+    device = requests[0].next_token_ids.device
+    ids: list[torch.Tensor] = []
+    hidden: list[torch.Tensor] = []
+    positions: list[torch.Tensor] = []
+    for request, cache, count, masks in zip(requests, caches, new, slots, strict=True):
+        mask_ids, mask_hidden = head.mask_inputs(masks, dtype=request.aux_hidden_states.dtype)
+        ids += [request.next_token_ids, mask_ids.to(device)]
+        hidden += [head.fuse(request.aux_hidden_states), mask_hidden]
+        positions.append(torch.arange(cache.length, cache.length + count + masks, device=device))
+    committed = [cache.length + count for cache, count in zip(caches, new, strict=True)]
+    lengths = [count + masks for count, masks in zip(new, slots, strict=True)]
+    out = head.forward_packed(
+        torch.cat(ids).unsqueeze(0),
+        torch.cat(hidden).unsqueeze(0),
+        torch.cat(positions).unsqueeze(0),
+        caches,
+        lengths,
+    )[0]
+    # Each sequence's drafts come from its last real entry and its mask slots.
+    ends = torch.tensor(lengths, device=device).cumsum(0).tolist()
+    rows = torch.cat(
+        [torch.arange(end - masks - 1, end, device=device) for end, masks in zip(ends, slots, strict=True)]
+    )
+    logits = head.compute_logits(out[rows])
+    for cache, length in zip(caches, committed, strict=True):
+        cache.crop(length)
+    proposals: list[Proposal] = []
+    start = 0
+    for request in requests:
+        probs: list[torch.Tensor] = []
+        tokens = [
+            request.drafter.choose(row, request.params, request.generator, probs)
+            for row in logits[start : start + request.num_tokens]
+        ]
+        start += request.num_tokens
+        proposals.append(Proposal(token_ids=torch.stack(tokens), probs=torch.stack(probs) if probs else None))
+    return proposals

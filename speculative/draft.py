@@ -1,10 +1,16 @@
-"""The EAGLE-3 head proposing a chain of draft tokens from its own KV cache.
+"""The EAGLE-3 head proposing a chain of draft tokens from its own KV cache (a P-EAGLE
+head: all of them from one forward).
 
 Cache layout: entry ``p`` holds (fused target feature of token p, embedding of token
 p+1) at position p and predicts token p+2. Only entries built from real target features
 stay in the cache between rounds; the chain's own entries are dropped after each
 proposal, and the accepted positions come back next round with the target's features
 (as vLLM's EAGLE-3 proposer does).
+
+A P-EAGLE head (``PEagleDraftModel``) drafts without a chain: the forward that adds the
+new entries also carries K-1 mask slots after them, and the last entry plus the mask
+slots give the K draft distributions at once. The mask slots are dropped like the chain's
+entries.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import torch
 
 from speculative.sampling import SamplingParams, probabilities, sample
 from trainer.eagle.model import DraftKVCache, Eagle3DraftModel
+from trainer.eagle.peagle import PEagleDraftModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,15 @@ class Drafter:
         """
         if num_tokens < 1:
             raise ValueError(f"num_tokens must be at least 1, got {num_tokens}")
+        if isinstance(self.head, PEagleDraftModel):
+            return self._propose_parallel(
+                self.head,
+                aux_hidden_states,
+                next_token_ids,
+                num_tokens=num_tokens,
+                params=params,
+                generator=generator,
+            )
         cache = self._require_cache()
         prenorm, committed = self.commit(aux_hidden_states, next_token_ids)
         tokens: list[torch.Tensor] = []
@@ -83,6 +99,34 @@ class Drafter:
                 position = torch.tensor([[committed + step]], device=next_token_ids.device)
                 prenorm = self.head(token.view(1, 1), prenorm, position, cache)
         cache.crop(committed)
+        return Proposal(
+            token_ids=torch.stack(tokens),
+            probs=torch.stack(token_probs) if token_probs else None,
+        )
+
+    def _propose_parallel(
+        self,
+        head: PEagleDraftModel,
+        aux_hidden_states: torch.Tensor,
+        next_token_ids: torch.Tensor,
+        *,
+        num_tokens: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+    ) -> Proposal:
+        """P-EAGLE: the new entries and ``num_tokens - 1`` mask slots in one head forward."""
+        cache = self._require_cache()
+        new = int(next_token_ids.shape[0])
+        committed = cache.length + new
+        mask_ids, mask_hidden = head.mask_inputs(num_tokens - 1, dtype=aux_hidden_states.dtype)
+        ids = torch.cat([next_token_ids, mask_ids.to(next_token_ids.device)]).unsqueeze(0)
+        hidden = torch.cat([head.fuse(aux_hidden_states), mask_hidden]).unsqueeze(0)
+        positions = torch.arange(cache.length, committed + num_tokens - 1, device=next_token_ids.device)
+        prenorm = head(ids, hidden, positions.unsqueeze(0), cache)[0, new - 1 :]
+        cache.crop(committed)
+        logits = head.compute_logits(prenorm)
+        token_probs: list[torch.Tensor] = []
+        tokens = [self.choose(row, params, generator, token_probs) for row in logits]
         return Proposal(
             token_ids=torch.stack(tokens),
             probs=torch.stack(token_probs) if token_probs else None,

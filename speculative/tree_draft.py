@@ -18,6 +18,7 @@ import torch
 
 from speculative.draft import Drafter
 from speculative.tree import DraftTree
+from trainer.eagle.peagle import PEagleDraftModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,8 @@ def propose_tree(
     dropped again before returning, as the chain's are.
     """
     head = drafter.head
+    if isinstance(head, PEagleDraftModel):
+        raise ValueError("a P-EAGLE head drafts a chain in one forward; draft trees need an EAGLE-3 head")
     cache = drafter.cache
     prenorm, committed = drafter.commit(aux_hidden_states, next_token_ids)
     device = next_token_ids.device

@@ -145,6 +145,19 @@ class TrainConfig(BaseModel):
     )
 
     # --- head
+    variant: Literal["eagle3", "peagle"] = Field(
+        default="eagle3",
+        description="Draft head. eagle3: a chain, one head forward per draft token. peagle: P-EAGLE "
+        "parallel drafting, every draft token of a step from one head forward (slots 1..K-1 read a learnt "
+        "mask hidden state and the mask token); ttt_steps is then the number of depths trained.",
+    )
+    peagle_keep_ratio: float = Field(
+        default=0.75,
+        gt=0.0,
+        le=1.0,
+        description="P-EAGLE drop-token sampling: depth d trains a random r**d of its positions (r this "
+        "ratio), so deep drafts, rarely reached at inference, cost less of each step. 1 keeps them all.",
+    )
     draft_vocab_size: int | None = Field(
         default=None,
         ge=1,
@@ -281,6 +294,10 @@ class TrainConfig(BaseModel):
             )
         if not self.data_paths and not self.self_instruct_conversations:
             raise ValueError("no training data: give data_paths, self_instruct_conversations, or both")
+        if self.variant == "peagle" and self.feature_loss_weight > 0:
+            raise ValueError("feature_loss_weight is an EAGLE-3 chain loss; variant peagle does not train it")
+        if self.variant == "peagle" and self.nproc > 1:
+            raise ValueError("variant peagle trains in one process (nproc 1): its loss is not split")
         if self.aux_layer_ids is not None and len(set(self.aux_layer_ids)) != 3:
             raise ValueError(f"aux_layer_ids must be 3 distinct layers, got {self.aux_layer_ids}")
         return self

@@ -58,11 +58,13 @@ from trainer.eagle.data import (
     save_prepared,
 )
 from trainer.eagle.data_parallel import DataParallel
-from trainer.eagle.export import RUN_HEAD_DIRNAME, export_head, load_head
+from trainer.eagle.export import RUN_HEAD_DIRNAME, export_head, load_head, new_head
 from trainer.eagle.features import FeatureCache, TargetTeacher
+from trainer.eagle.head_format import draft_variant
 from trainer.eagle.head_init import init_head_from_target
 from trainer.eagle.model import Eagle3DraftModel
 from trainer.eagle.optimizer import HeadOptimizer, build_optimizer
+from trainer.eagle.peagle import PEagleHeadConfig, default_mask_token_id
 from trainer.eagle.process_group import data_parallel_group
 from trainer.eagle.reporting import (
     DataSummary,
@@ -761,6 +763,7 @@ def _batch_runner(
         ttt_decay=config.ttt_decay,
         autocast_bf16=_use_bf16(config.compute_dtype, head.fc.weight.device),
         feature_loss_weight=config.feature_loss_weight,
+        peagle_keep_ratio=config.peagle_keep_ratio,
         clock=clock,
     )
 
@@ -806,6 +809,11 @@ def _build_head(
     """A new head with a draft vocabulary ranked on ``samples``, or the init head with its own."""
     if config.init_head_dir is not None:
         head = load_head(config.init_head_dir, target)
+        if draft_variant(head.config) != config.variant:
+            raise ValueError(
+                f"the init head {config.init_head_dir} is a {draft_variant(head.config)} head, this run "
+                f"trains {config.variant}: fine-tuning keeps the head's variant"
+            )
         if config.aux_layer_ids is not None and list(config.aux_layer_ids) != list(head.config.aux_layer_ids):
             raise ValueError(
                 f"aux_layer_ids {config.aux_layer_ids} differ from the init head's "
@@ -821,7 +829,11 @@ def _build_head(
     head_config = Eagle3HeadConfig.from_target(
         target.config, draft_vocab_size=vocab.draft_vocab_size, aux_layer_ids=config.aux_layer_ids
     )
-    head = Eagle3DraftModel(head_config)
+    if config.variant == "peagle":
+        head_config = PEagleHeadConfig(
+            **head_config.model_dump(), mask_token_id=default_mask_token_id(target.config)
+        )
+    head = new_head(head_config)
     head.load_target_embeddings(input_embedding_weight(target).float())
     head.set_draft_vocab(vocab.d2t, vocab.t2d)
     return head.to(target.device), vocab.coverage

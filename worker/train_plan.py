@@ -30,6 +30,7 @@ KNOB_FIELDS = {
     "regenerate": ("EAGLE_REGENERATE", "regenerate"),
     "self_instruct_conversations": ("EAGLE_SELF_INSTRUCT_CONVERSATIONS", "self_instruct_conversations"),
     "self_instruct_openings": ("EAGLE_SELF_INSTRUCT_OPENINGS", "self_instruct_openings"),
+    "variant": ("EAGLE_VARIANT", "variant"),
 }
 
 

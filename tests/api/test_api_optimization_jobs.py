@@ -76,6 +76,26 @@ def test_create_and_describe_echo_every_member(sagemaker: Any, account: AccountC
         assert absent not in described
 
 
+def test_the_peagle_draft_variant_is_accepted(sagemaker: Any, account: AccountCredentials) -> None:
+    body = create_optimization_job_request(
+        OptimizationJobName="peagle-job",
+        RoleArn=account.role_arn,
+        OptimizationEnvironment={"EAGLE_VARIANT": "peagle", "EAGLE_NUM_SPECULATIVE_TOKENS": "4"},
+    )
+    sagemaker.create_optimization_job(**body)
+    described = sagemaker.describe_optimization_job(OptimizationJobName="peagle-job")
+    assert described["OptimizationEnvironment"]["EAGLE_VARIANT"] == "peagle"
+    with pytest.raises(ClientError) as raised:
+        sagemaker.create_optimization_job(
+            **create_optimization_job_request(
+                OptimizationJobName="medusa-job",
+                RoleArn=account.role_arn,
+                OptimizationEnvironment={"EAGLE_VARIANT": "medusa"},
+            )
+        )
+    assert error_of(raised)[1].endswith("Member must satisfy enum value set: [eagle3, peagle]")
+
+
 def test_create_enqueues_the_job_after_commit(
     sagemaker: Any,
     account: AccountCredentials,

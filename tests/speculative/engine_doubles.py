@@ -8,14 +8,16 @@ rollbacks of every size are exercised too. It can be told to be wrong at chosen 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import torch
 from transformers import PreTrainedModel
 
 from speculative.replay import ReplayHead
 from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.export import new_head
+from trainer.eagle.model import DraftKVCache, Eagle3DraftModel
+from trainer.eagle.peagle import PEagleDraftModel, PEagleHeadConfig
 from trainer.models.tiny import build_tiny_target
 
 ARCHITECTURES = [
@@ -29,15 +31,24 @@ TINY_VOCAB = 96
 
 
 def random_head(
-    target: PreTrainedModel, *, seed: int = 0, draft_token_ids: list[int] | None = None
+    target: PreTrainedModel,
+    *,
+    seed: int = 0,
+    draft_token_ids: list[int] | None = None,
+    variant: str = "eagle3",
 ) -> Eagle3DraftModel:
-    """An untrained head; ``draft_token_ids`` (sorted target ids) restricts its vocabulary."""
+    """An untrained head; ``draft_token_ids`` (sorted target ids) restricts its vocabulary;
+    ``variant`` peagle makes it a P-EAGLE head (mask token: the last id of the vocabulary)."""
     vocab = int(target.config.vocab_size)
     kept = draft_token_ids if draft_token_ids is not None else list(range(vocab))
     config = Eagle3HeadConfig.from_target(target.config, draft_vocab_size=len(kept))
+    if variant == "peagle":
+        config = PEagleHeadConfig(**config.model_dump(), mask_token_id=vocab - 1)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        head = Eagle3DraftModel(config)
+        head = new_head(config)
+        if isinstance(head, PEagleDraftModel):
+            head.mask_hidden.data.normal_(0.0, 1.0)
     used = torch.tensor(kept, dtype=torch.long)
     t2d = torch.zeros(vocab, dtype=torch.bool)
     t2d[used] = True
@@ -56,6 +67,55 @@ def oracle_head(
     """A head that always agrees with the target (``reference`` = prompt + its greedy
     output), except at the predicted positions in ``wrong_at``."""
     return ReplayHead.from_head(random_head(target, draft_token_ids=draft_token_ids), reference, wrong_at)
+
+
+class ParallelReplayHead(ReplayHead, PEagleDraftModel):
+    """``ReplayHead`` for a P-EAGLE head: every drafted row (the last entry and the mask
+    slots after it) replays the token two positions after its own."""
+
+    _rows: torch.Tensor
+    _row_positions: list[int]
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        hidden: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: DraftKVCache,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        out = super().forward(input_ids, hidden, position_ids, cache, attention_mask)
+        self._rows, self._row_positions = out[0], position_ids[0].tolist()
+        return out
+
+    def forward_packed(
+        self,
+        input_ids: torch.Tensor,
+        hidden: torch.Tensor,
+        position_ids: torch.Tensor,
+        caches: Sequence[DraftKVCache],
+        lengths: Sequence[int],
+    ) -> torch.Tensor:
+        out = super().forward_packed(input_ids, hidden, position_ids, caches, lengths)
+        self._rows, self._row_positions = out[0], position_ids[0].tolist()
+        return out
+
+    def compute_logits(self, prenorm_hidden: torch.Tensor) -> torch.Tensor:
+        # The drafted rows are a subset of the last forward's output; find each one's position.
+        rows = prenorm_hidden.reshape(-1, prenorm_hidden.shape[-1])
+        matches = (rows[:, None, :] == self._rows[None, :, :]).all(-1).int().argmax(-1)
+        self._last_positions = [self._row_positions[int(index)] for index in matches]
+        return super().compute_logits(prenorm_hidden)
+
+
+def parallel_oracle_head(
+    target: PreTrainedModel, reference: list[int], *, wrong_at: Collection[int] = ()
+) -> ParallelReplayHead:
+    """``oracle_head`` for a P-EAGLE head."""
+    base = random_head(target, variant="peagle")
+    replay = ParallelReplayHead.from_head(base, reference, wrong_at)
+    assert isinstance(replay, ParallelReplayHead)
+    return replay
 
 
 def tiny_target(architecture: str, *, vocab_size: int = TINY_VOCAB, seed: int = 1) -> PreTrainedModel:

@@ -22,9 +22,11 @@ CHUNKS = [(6, 1, 3, 2), (4, 2, 4, 1), (9, 4, 1, 2)]
 NUM_TOKENS = [(3, 1, 2, 3), (2, 3, 3, 1), (1, 1, 3, 2)]
 
 
-def _rounds(params: SamplingParams, batched: bool) -> tuple[list[list[Proposal]], list[list[int]]]:
+def _rounds(
+    params: SamplingParams, batched: bool, variant: str = "eagle3"
+) -> tuple[list[list[Proposal]], list[list[int]]]:
     target = tiny_target("Qwen3ForCausalLM")
-    head = random_head(target, seed=5)
+    head = random_head(target, seed=5, variant=variant)
     vocab = int(target.config.vocab_size)
     features = []
     with torch.inference_mode(), TargetFeatureCapture(target, head.config.aux_layer_ids) as capture:
@@ -78,10 +80,11 @@ def _rounds(params: SamplingParams, batched: bool) -> tuple[list[list[Proposal]]
     return proposals, lengths
 
 
+@pytest.mark.parametrize("variant", ["eagle3", "peagle"])
 @pytest.mark.parametrize("params", [SamplingParams(), SamplingParams(temperature=0.8, top_p=0.9)])
-def test_a_batch_proposes_what_each_sequence_alone_proposes(params: SamplingParams) -> None:
-    alone, alone_lengths = _rounds(params, batched=False)
-    together, together_lengths = _rounds(params, batched=True)
+def test_a_batch_proposes_what_each_sequence_alone_proposes(params: SamplingParams, variant: str) -> None:
+    alone, alone_lengths = _rounds(params, batched=False, variant=variant)
+    together, together_lengths = _rounds(params, batched=True, variant=variant)
 
     # Only entries built from target features stay cached, whichever way the chain was drafted.
     assert together_lengths == alone_lengths

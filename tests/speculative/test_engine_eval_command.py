@@ -59,13 +59,16 @@ def model_and_head(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     target.save_pretrained(root / "model")
     tokenizer.save_pretrained(root / "model")
     export_head(random_head(target), root / "head")
+    export_head(random_head(target, variant="peagle"), root / "peagle-head")
     return root / "model", root / "head"
 
 
+@pytest.mark.parametrize("head_name", ["head", "peagle-head"])
 def test_eval_writes_the_report(
-    model_and_head: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    model_and_head: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], head_name: str
 ) -> None:
     model, head = model_and_head
+    head = head.with_name(head_name)  # an EAGLE-3 head, or a P-EAGLE one
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps(record) + "\n" for record in RECORDS))
     out = tmp_path / "report" / "eval.json"

@@ -40,7 +40,13 @@ def split(uri: str) -> tuple[str, str]:
 
 
 def read_published(
-    s3_client: Any, output_uri: str, *, job_arn: str, target_dir: Path, tmp: Path
+    s3_client: Any,
+    output_uri: str,
+    *,
+    job_arn: str,
+    target_dir: Path,
+    tmp: Path,
+    draft_variant: str = "eagle3",
 ) -> Published:
     """Download every published file, check each against lineage.json's sha256 and size,
     and check that the head loads for the target."""
@@ -53,7 +59,7 @@ def read_published(
 
     lineage = json.loads(s3_client.get_object(Bucket=bucket, Key=prefix + "lineage.json")["Body"].read())
     assert lineage["job"]["arn"] == job_arn
-    assert lineage["draft_variant"] == "eagle3"
+    assert lineage["draft_variant"] == draft_variant
     outputs = {item["path"]: item for item in lineage["outputs"]}
     assert set(outputs) == EXPECTED_FILES
     for relative, item in outputs.items():

@@ -95,6 +95,11 @@ def test_the_workers_process_count_and_device_reach_the_trainer() -> None:
     assert config.model_dump(mode="json")["nproc"] == 2
 
 
+def test_the_draft_variant_knob_reaches_the_trainer() -> None:
+    assert _config(_knobs(EAGLE_VARIANT="peagle")).variant == "peagle"
+    assert _config(_knobs()).variant == "eagle3"
+
+
 def test_a_draft_vocabulary_size_cannot_change_an_existing_head() -> None:
     with pytest.raises(JobFailedError) as caught:
         _config(_knobs(EAGLE_DRAFT_VOCAB_SIZE="4096"), head=Path("/cache/head"))

@@ -18,6 +18,8 @@ from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.features import FeatureCache, TargetFeatures, TargetTeacher
 from trainer.eagle.generation_features import collate_features
 from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.peagle import PEagleDraftModel
+from trainer.eagle.peagle_ttt import parallel_loss
 from trainer.eagle.reporting import EvalMetrics, acceptance_length_estimate
 from trainer.eagle.schedule import StepTimer
 from trainer.eagle.ttt import TTTOutput, teacher_positions, ttt_loss, ttt_step_counts
@@ -73,6 +75,7 @@ class BatchRunner:
         ttt_decay: float,
         autocast_bf16: bool,
         feature_loss_weight: float = 0.0,
+        peagle_keep_ratio: float = 1.0,
         clock: Clock = time.monotonic,
     ) -> None:
         self.clock = clock  # the training budget's clock, so planned steps fit the budget
@@ -84,6 +87,7 @@ class BatchRunner:
         self.ttt_steps = ttt_steps
         self.ttt_decay = ttt_decay
         self.feature_loss_weight = feature_loss_weight
+        self.peagle_keep_ratio = peagle_keep_ratio
         self.autocast_bf16 = autocast_bf16
 
     @property
@@ -142,8 +146,22 @@ class BatchRunner:
         teacher = self.teacher.teacher(features, self.head.t2d, needed=teacher_positions(tensors.loss_mask))
         normalizers = None
         if global_counts is not None:
+            if isinstance(self.head, PEagleDraftModel):
+                # TrainConfig refuses nproc > 1 for P-EAGLE: its loss has no global normalizers.
+                raise ValueError("P-EAGLE heads train in one process (nproc 1)")
             normalizers = global_counts(ttt_step_counts(tensors.loss_mask, teacher, self.ttt_steps))
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast_bf16):
+            if isinstance(self.head, PEagleDraftModel):
+                return parallel_loss(
+                    self.head,
+                    input_ids=tensors.input_ids,
+                    aux_hidden_states=features.aux_hidden_states.float(),
+                    teacher=teacher,
+                    loss_mask=tensors.loss_mask,
+                    depths=self.ttt_steps,
+                    decay=self.ttt_decay,
+                    keep_ratio=self.peagle_keep_ratio,
+                )
             return ttt_loss(
                 self.head,
                 input_ids=tensors.input_ids,

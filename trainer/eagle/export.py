@@ -12,8 +12,10 @@ from safetensors.torch import save_file
 from transformers import PreTrainedModel
 
 from trainer.eagle.capture import input_embedding_weight
+from trainer.eagle.config import Eagle3HeadConfig
 from trainer.eagle.head_format import CONFIG_FILE, WEIGHTS_FILE, export_config, head_tensors
 from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.peagle import PEagleDraftModel, PEagleHeadConfig
 from trainer.eagle.serving_settings import SpeculativeTokens, with_serving_settings
 from trainer.eagle.validate import read_head_tensors, validate_head
 
@@ -71,6 +73,13 @@ def resolve_head_dir(path: Path) -> Path:
     )
 
 
+def new_head(config: Eagle3HeadConfig) -> Eagle3DraftModel:
+    """A freshly initialised head of ``config``'s variant (P-EAGLE or EAGLE-3)."""
+    if isinstance(config, PEagleHeadConfig):
+        return PEagleDraftModel(config)
+    return Eagle3DraftModel(config)
+
+
 def load_head(head_dir: Path | str, target_model: PreTrainedModel) -> Eagle3DraftModel:
     """A validated head ready to draft for ``target_model``, in float32 on the CPU.
 
@@ -78,7 +87,7 @@ def load_head(head_dir: Path | str, target_model: PreTrainedModel) -> Eagle3Draf
     """
     embeddings = input_embedding_weight(target_model)
     report = validate_head(head_dir, target_model.config, target_embeddings=embeddings)
-    model = Eagle3DraftModel(report.config)
+    model = new_head(report.config)
     tensors = read_head_tensors(Path(head_dir))
     weights = {
         name: t.float() for name, t in tensors.items() if name not in ("d2t", "t2d") and "embed" not in name

@@ -16,10 +16,14 @@ from pydantic import ValidationError
 from torch import nn
 
 from trainer.eagle.config import AUX_LAYER_ID_CONVENTION, Eagle3HeadConfig
+from trainer.eagle.peagle import PEagleHeadConfig
+from trainer.eagle.serving_settings import PEAGLE_ARCHITECTURE
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 HEAD_ARCHITECTURE = "LlamaForCausalLMEagle3"
+# PEAGLE_ARCHITECTURE: vLLM 0.32 registers this name for an EAGLE-3 head trained for parallel
+# drafting (P-EAGLE): the same tensors plus ``mask_hidden``, and ``mask_token_id`` in the config.
 # Tensors the head owns that engines do not load as weights of a module: the frozen
 # target embeddings (engines share the target's) and the rotary tables (recomputed).
 _NOT_EXPORTED_PREFIXES = ("embed_tokens.", "rotary_emb.")
@@ -59,7 +63,17 @@ def expected_tensor_shapes(config: Eagle3HeadConfig) -> dict[str, tuple[int, ...
         "lm_head.weight": (config.draft_vocab_size, hidden),
         "d2t": (config.draft_vocab_size,),
         "t2d": (config.vocab_size,),
+        **(
+            {"mask_hidden": (1, 1, 3 * config.target_hidden_size)}
+            if isinstance(config, PEagleHeadConfig)
+            else {}
+        ),
     }
+
+
+def draft_variant(config: Eagle3HeadConfig) -> str:
+    """``peagle`` for a parallel-drafting head, else ``eagle3`` (EAGLE_VARIANT's values)."""
+    return "peagle" if isinstance(config, PEagleHeadConfig) else "eagle3"
 
 
 def _legacy_rope_fields(rope: dict[str, Any]) -> dict[str, Any]:
@@ -73,8 +87,13 @@ def _legacy_rope_fields(rope: dict[str, Any]) -> dict[str, Any]:
 
 def export_config(config: Eagle3HeadConfig, *, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
     """The ``config.json`` of an exported head."""
+    parallel = isinstance(config, PEagleHeadConfig)
+    mask_fields: dict[str, int] = {}
+    if isinstance(config, PEagleHeadConfig):
+        # vLLM reads mask_token_id (pard_token is the older name of the same field).
+        mask_fields = {"mask_token_id": config.mask_token_id, "pard_token": config.mask_token_id}
     return {
-        "architectures": [HEAD_ARCHITECTURE],
+        "architectures": [PEAGLE_ARCHITECTURE if parallel else HEAD_ARCHITECTURE],
         "model_type": "llama",
         "num_hidden_layers": 1,
         "hidden_size": config.hidden_size,
@@ -94,6 +113,7 @@ def export_config(config: Eagle3HeadConfig, *, dtype: torch.dtype = torch.float3
         "target_hidden_size": config.target_hidden_size,
         "tie_word_embeddings": False,
         "torch_dtype": str(dtype).removeprefix("torch."),
+        **mask_fields,
         "eagle_config": {
             "eagle_aux_hidden_state_layer_ids": list(config.aux_layer_ids),
             "use_aux_hidden_state": True,
@@ -107,6 +127,7 @@ def export_config(config: Eagle3HeadConfig, *, dtype: torch.dtype = torch.float3
                 "reads them as outputs of layer i and adds 1"
             ),
             "target_architecture": config.target_architecture,
+            "draft_variant": draft_variant(config),
         },
     }
 
@@ -142,11 +163,12 @@ def head_config_from_export(
     ``draft_vocab_size`` or the aux layer ids; each has the default engines assume.
     """
     architectures = raw.get("architectures")
-    if architectures != [HEAD_ARCHITECTURE]:
+    if architectures not in ([HEAD_ARCHITECTURE], [PEAGLE_ARCHITECTURE]):
         raise InvalidHeadError(
-            f"{where}: field 'architectures' must be [{HEAD_ARCHITECTURE!r}] (native EAGLE-3 format), "
-            f"got {architectures!r}"
+            f"{where}: field 'architectures' must be [{HEAD_ARCHITECTURE!r}] (native EAGLE-3 format) "
+            f"or [{PEAGLE_ARCHITECTURE!r}] (P-EAGLE), got {architectures!r}"
         )
+    parallel = architectures == [PEAGLE_ARCHITECTURE]
     layers = raw.get("num_hidden_layers", 1)
     if layers != 1:
         raise InvalidHeadError(
@@ -164,8 +186,15 @@ def head_config_from_export(
     if aux_ids is None:
         raise InvalidHeadError(f"{where}: missing field 'eagle_config.eagle_aux_hidden_state_layer_ids'")
     eaglenest = raw.get("eaglenest") or {}
+    extra: dict[str, Any] = {}
+    if parallel:
+        mask_token = raw.get("mask_token_id", raw.get("pard_token"))
+        if mask_token is None:
+            raise InvalidHeadError(f"{where}: missing field 'mask_token_id' (a P-EAGLE head's mask token)")
+        extra["mask_token_id"] = mask_token
+    config_class = PEagleHeadConfig if parallel else Eagle3HeadConfig
     try:
-        return Eagle3HeadConfig(
+        return config_class(
             hidden_size=hidden,
             target_hidden_size=raw.get("target_hidden_size", hidden),
             intermediate_size=_required(raw, "intermediate_size", int, where),
@@ -182,6 +211,7 @@ def head_config_from_export(
             target_architecture=eaglenest.get("target_architecture", "")
             if isinstance(eaglenest, dict)
             else "",
+            **extra,
         )
     except ValidationError as exc:
         problems = "; ".join(

@@ -12,17 +12,22 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.export import export_head
-from trainer.eagle.model import Eagle3DraftModel
+from trainer.eagle.export import export_head, new_head
+from trainer.eagle.peagle import PEagleHeadConfig, default_mask_token_id
 
 
-def write_random_head(target_dir: Path, out_dir: Path, *, draft_vocab_size: int, seed: int = 1) -> Path:
-    """A randomly initialised head for ``target_dir``, exported in the native format."""
+def write_random_head(
+    target_dir: Path, out_dir: Path, *, draft_vocab_size: int, seed: int = 1, variant: str = "eagle3"
+) -> Path:
+    """A randomly initialised head for ``target_dir``, exported in the native format
+    (``variant`` peagle: a P-EAGLE head)."""
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
     config = Eagle3HeadConfig.from_target(target.config, draft_vocab_size=draft_vocab_size)
+    if variant == "peagle":
+        config = PEagleHeadConfig(**config.model_dump(), mask_token_id=default_mask_token_id(target.config))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        head = Eagle3DraftModel(config)
+        head = new_head(config)
     t2d = torch.zeros(config.vocab_size, dtype=torch.bool)
     t2d[:draft_vocab_size] = True  # the lowest ids: any valid draft vocabulary will do
     head.set_draft_vocab(torch.zeros(draft_vocab_size, dtype=torch.long), t2d)

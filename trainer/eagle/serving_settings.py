@@ -28,6 +28,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 SPECULATORS_MODEL_TYPE = "eagle3"
+PEAGLE_SPECULATORS_MODEL_TYPE = "peagle"
+# The native architecture of a P-EAGLE head (trainer.eagle.head_format writes it).
+PEAGLE_ARCHITECTURE = "PeagleLlamaForCausalLM"
 PROPOSAL_TYPE = "greedy"  # one chain of K drafts, top-1 acceptance: what the engines verify
 # A head exported without training (random_head) still needs a K for the format to be valid.
 DEFAULT_SPECULATIVE_TOKENS = 3
@@ -95,10 +98,14 @@ def with_serving_settings(
     eaglenest = updated.setdefault("eaglenest", {})
     architecture = eaglenest.get("target_architecture") or ""
     k = tokens.served
-    updated["speculators_model_type"] = SPECULATORS_MODEL_TYPE
+    # A P-EAGLE head (PeagleLlamaForCausalLM): vLLM reads speculators type "peagle" as
+    # EAGLE-3 with parallel drafting; SGLang has no parallel drafting to serve it with.
+    parallel = config.get("architectures") == [PEAGLE_ARCHITECTURE]
+    algorithm = PEAGLE_SPECULATORS_MODEL_TYPE if parallel else SPECULATORS_MODEL_TYPE
+    updated["speculators_model_type"] = algorithm
     updated["transformer_layer_config"] = {name: config[name] for name in _LAYER_FIELDS if name in config}
     updated["speculators_config"] = {
-        "algorithm": SPECULATORS_MODEL_TYPE,
+        "algorithm": algorithm,
         "proposal_methods": [
             {
                 "proposal_type": PROPOSAL_TYPE,
@@ -114,6 +121,15 @@ def with_serving_settings(
         },
     }
     eaglenest["speculative_tokens"] = tokens.model_dump(mode="json")
+    if parallel:
+        eaglenest["serve_with"] = {
+            "vllm_speculative_config": {
+                "method": "eagle3",
+                "parallel_drafting": True,
+                "num_speculative_tokens": k,
+            }
+        }
+        return updated
     eaglenest["serve_with"] = {
         "vllm_speculative_config": {"method": "eagle3", "num_speculative_tokens": k},
         # A chain of K drafts: K steps, one candidate each, K drafts + the verified token.

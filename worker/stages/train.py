@@ -102,14 +102,17 @@ def init_head(ctx: JobContext) -> HeadInput | None:
     that brings its own data (fine-tuned on it, as SageMaker fine-tunes its base); else none.
 
     A job on the built-in data trains its own head from scratch (the base head learnt that data
-    already), and EAGLE_DRAFT_VOCAB_SIZE asks for a vocabulary of its own, which fine-tuning
-    cannot give (it keeps the base head's).
+    already), EAGLE_DRAFT_VOCAB_SIZE asks for a vocabulary of its own, which fine-tuning
+    cannot give (it keeps the base head's), and EAGLE_VARIANT=peagle a head of another kind.
     """
     head = ctx.artifacts.base_head
     if head is None or head.origin == "eagle_model":
         return head
     data = required(ctx.artifacts.data, "the training data")
     if data.kind == "BuiltIn" or ctx.knobs.draft_vocab_size is not None:
+        return None
+    # The base heads are EAGLE-3 chains; a P-EAGLE head has mask slots none of them learnt.
+    if ctx.knobs.variant == "peagle":
         return None
     return head
 
