@@ -14,7 +14,8 @@ import torch
 from transformers import PreTrainedModel
 
 from speculative.replay import ReplayHead
-from trainer.eagle.config import Eagle3HeadConfig
+from trainer.eagle.config import DraftVariant, Eagle3HeadConfig
+from trainer.eagle.eagle2_model import build_draft_model
 from trainer.eagle.model import Eagle3DraftModel
 from trainer.models.tiny import build_tiny_target
 
@@ -29,15 +30,19 @@ TINY_VOCAB = 96
 
 
 def random_head(
-    target: PreTrainedModel, *, seed: int = 0, draft_token_ids: list[int] | None = None
+    target: PreTrainedModel,
+    *,
+    seed: int = 0,
+    draft_token_ids: list[int] | None = None,
+    variant: DraftVariant = "eagle3",
 ) -> Eagle3DraftModel:
     """An untrained head; ``draft_token_ids`` (sorted target ids) restricts its vocabulary."""
     vocab = int(target.config.vocab_size)
     kept = draft_token_ids if draft_token_ids is not None else list(range(vocab))
-    config = Eagle3HeadConfig.from_target(target.config, draft_vocab_size=len(kept))
+    config = Eagle3HeadConfig.from_target(target.config, draft_vocab_size=len(kept), variant=variant)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        head = Eagle3DraftModel(config)
+        head = build_draft_model(config)
     used = torch.tensor(kept, dtype=torch.long)
     t2d = torch.zeros(vocab, dtype=torch.bool)
     t2d[used] = True

@@ -15,7 +15,8 @@ import torch
 from pydantic import ValidationError
 from torch import nn
 
-from trainer.eagle.config import AUX_LAYER_ID_CONVENTION, Eagle3HeadConfig
+from trainer.eagle import eagle2_format
+from trainer.eagle.config import AUX_LAYER_ID_CONVENTION, Eagle3HeadConfig, final_feature_layer_id
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -30,7 +31,7 @@ class InvalidHeadError(ValueError):
 
 
 def head_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The tensors of a head as they are saved: every trained weight plus d2t/t2d, no embeddings."""
+    """The tensors of a head as checkpoints save them: every weight plus d2t/t2d, no embeddings."""
     return {
         name: tensor.detach().contiguous().cpu()
         for name, tensor in model.state_dict().items()
@@ -38,8 +39,17 @@ def head_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     }
 
 
+def exported_head_tensors(model: nn.Module, config: Eagle3HeadConfig) -> dict[str, torch.Tensor]:
+    """The tensors of an exported head: as checkpointed for EAGLE-3; for EAGLE-2, vLLM's
+    names without the target's lm_head and the maps (draft_vocab.json holds those)."""
+    tensors = head_tensors(model)
+    return eagle2_format.exported_tensors(tensors) if config.variant == "eagle2" else tensors
+
+
 def expected_tensor_shapes(config: Eagle3HeadConfig) -> dict[str, tuple[int, ...]]:
-    """Every tensor a native EAGLE-3 head must contain, with its shape."""
+    """Every tensor an exported head must contain, with its shape."""
+    if config.variant == "eagle2":
+        return eagle2_format.expected_tensor_shapes(config)
     hidden, heads, kv_heads = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
     attention_width = heads * config.head_dim
     kv_width = kv_heads * config.head_dim
@@ -71,10 +81,9 @@ def _legacy_rope_fields(rope: dict[str, Any]) -> dict[str, Any]:
     return {"rope_theta": theta, "rope_scaling": scaling}
 
 
-def export_config(config: Eagle3HeadConfig, *, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
-    """The ``config.json`` of an exported head."""
+def _llama_fields(config: Eagle3HeadConfig, dtype: torch.dtype) -> dict[str, Any]:
+    """The one-layer Llama config both variants' engines build their decoder layer from."""
     return {
-        "architectures": [HEAD_ARCHITECTURE],
         "model_type": "llama",
         "num_hidden_layers": 1,
         "hidden_size": config.hidden_size,
@@ -90,10 +99,20 @@ def export_config(config: Eagle3HeadConfig, *, dtype: torch.dtype = torch.float3
         "attention_bias": False,
         "mlp_bias": False,
         "vocab_size": config.vocab_size,
-        "draft_vocab_size": config.draft_vocab_size,
-        "target_hidden_size": config.target_hidden_size,
         "tie_word_embeddings": False,
         "torch_dtype": str(dtype).removeprefix("torch."),
+    }
+
+
+def export_config(config: Eagle3HeadConfig, *, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    """The ``config.json`` of an exported head."""
+    if config.variant == "eagle2":
+        return eagle2_format.export_config(config, _llama_fields(config, dtype))
+    return {
+        "architectures": [HEAD_ARCHITECTURE],
+        **_llama_fields(config, dtype),
+        "draft_vocab_size": config.draft_vocab_size,
+        "target_hidden_size": config.target_hidden_size,
         "eagle_config": {
             "eagle_aux_hidden_state_layer_ids": list(config.aux_layer_ids),
             "use_aux_hidden_state": True,
@@ -134,17 +153,26 @@ def _rope_from_raw(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def head_config_from_export(
-    raw: dict[str, Any], *, where: str, default_aux_layer_ids: list[int] | None = None
+    raw: dict[str, Any],
+    *,
+    where: str,
+    default_aux_layer_ids: list[int] | None = None,
+    num_target_layers: int | None = None,
+    draft_vocab_size: int | None = None,
 ) -> Eagle3HeadConfig:
     """Parse a native ``config.json``; ``InvalidHeadError`` names the offending field.
 
     Heads written by other tools may leave out ``head_dim``, ``target_hidden_size``,
     ``draft_vocab_size`` or the aux layer ids; each has the default engines assume.
+    An EAGLE-2 head reads the target's last feature (id ``num_target_layers``) and drafts
+    over ``draft_vocab_size`` tokens (its draft_vocab.json; the full vocabulary without one).
     """
     architectures = raw.get("architectures")
-    if architectures != [HEAD_ARCHITECTURE]:
+    variant = "eagle2" if architectures == [eagle2_format.HEAD_ARCHITECTURE_EAGLE2] else "eagle3"
+    if variant == "eagle3" and architectures != [HEAD_ARCHITECTURE]:
         raise InvalidHeadError(
-            f"{where}: field 'architectures' must be [{HEAD_ARCHITECTURE!r}] (native EAGLE-3 format), "
+            f"{where}: field 'architectures' must be [{HEAD_ARCHITECTURE!r}] (native EAGLE-3 format) or "
+            f"[{eagle2_format.HEAD_ARCHITECTURE_EAGLE2!r}] (EAGLE-2, vLLM method 'eagle'), "
             f"got {architectures!r}"
         )
     layers = raw.get("num_hidden_layers", 1)
@@ -158,14 +186,21 @@ def head_config_from_export(
     eagle = raw.get("eagle_config") or {}
     if not isinstance(eagle, dict):
         raise InvalidHeadError(f"{where}: field 'eagle_config' must be an object, got {eagle!r}")
-    if eagle.get("use_aux_hidden_state", True) is not True:
+    if variant == "eagle3" and eagle.get("use_aux_hidden_state", True) is not True:
         raise InvalidHeadError(f"{where}: field 'eagle_config.use_aux_hidden_state' must be true for EAGLE-3")
-    aux_ids = eagle.get("eagle_aux_hidden_state_layer_ids", default_aux_layer_ids)
+    eaglenest = raw.get("eaglenest") or {}
+    aux_ids: list[int] | None
+    if variant == "eagle2":
+        if num_target_layers is None:
+            raise InvalidHeadError(f"{where}: an EAGLE-2 head is read against its target's config")
+        aux_ids = [final_feature_layer_id(num_target_layers)]
+    else:
+        aux_ids = eagle.get("eagle_aux_hidden_state_layer_ids", default_aux_layer_ids)
     if aux_ids is None:
         raise InvalidHeadError(f"{where}: missing field 'eagle_config.eagle_aux_hidden_state_layer_ids'")
-    eaglenest = raw.get("eaglenest") or {}
     try:
         return Eagle3HeadConfig(
+            variant=variant,
             hidden_size=hidden,
             target_hidden_size=raw.get("target_hidden_size", hidden),
             intermediate_size=_required(raw, "intermediate_size", int, where),
@@ -176,7 +211,7 @@ def head_config_from_export(
             rope_parameters=_rope_from_raw(raw),
             max_position_embeddings=raw.get("max_position_embeddings", 2048),
             vocab_size=vocab,
-            draft_vocab_size=raw.get("draft_vocab_size") or vocab,
+            draft_vocab_size=draft_vocab_size or raw.get("draft_vocab_size") or vocab,
             aux_layer_ids=aux_ids,
             hidden_act=raw.get("hidden_act", "silu"),
             target_architecture=eaglenest.get("target_architecture", "")
