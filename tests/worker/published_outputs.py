@@ -40,22 +40,28 @@ def split(uri: str) -> tuple[str, str]:
 
 
 def read_published(
-    s3_client: Any, output_uri: str, *, job_arn: str, target_dir: Path, tmp: Path
+    s3_client: Any,
+    output_uri: str,
+    *,
+    job_arn: str,
+    target_dir: Path,
+    tmp: Path,
+    draft_variant: str = "eagle3",
 ) -> Published:
     """Download every published file, check each against lineage.json's sha256 and size,
     and check that the head loads for the target."""
     bucket, prefix = split(output_uri)
     listed = s3_client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
     keys = {item["Key"][len(prefix) :] for item in listed}
-    assert keys == {*EXPECTED_FILES, "lineage.json"}, (
-        f"unexpected layout (staging left behind?): {sorted(keys)}"
-    )
+    # An EAGLE-2 head's draft vocabulary is published beside its weights.
+    expected = EXPECTED_FILES | ({"eagle_model/draft_vocab.json"} if draft_variant == "eagle2" else set())
+    assert keys == {*expected, "lineage.json"}, f"unexpected layout (staging left behind?): {sorted(keys)}"
 
     lineage = json.loads(s3_client.get_object(Bucket=bucket, Key=prefix + "lineage.json")["Body"].read())
     assert lineage["job"]["arn"] == job_arn
-    assert lineage["draft_variant"] == "eagle3"
+    assert lineage["draft_variant"] == draft_variant
     outputs = {item["path"]: item for item in lineage["outputs"]}
-    assert set(outputs) == EXPECTED_FILES
+    assert set(outputs) == expected
     for relative, item in outputs.items():
         body = s3_client.get_object(Bucket=bucket, Key=prefix + relative)["Body"].read()
         assert item["uri"] == f"s3://{bucket}/{prefix}{relative}"

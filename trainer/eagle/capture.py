@@ -40,6 +40,24 @@ class UnsupportedArchitectureError(ValueError):
     """The target's architecture has no tested hidden-state capture."""
 
 
+def linear_attention_reason(config: PretrainedConfig) -> str | None:
+    """Why the continuous-batching serving engine cannot serve this target, or None.
+
+    It packs every sequence's new tokens into one row and keeps only key/value caches;
+    linear-attention layers (Qwen3-Next) need a recurrent state per sequence, which only the
+    single-sequence engine (``trainer eval``) keeps and rolls back.
+    """
+    layer_types = getattr(config.get_text_config(), "layer_types", None) or []
+    if "linear_attention" not in layer_types:
+        return None
+    architecture = (getattr(config, "architectures", None) or [config.model_type])[0]
+    return (
+        f"{architecture} has linear-attention layers, which eaglenest's serving engine (the job "
+        "benchmark and endpoints) cannot serve yet; train and judge its head with `trainer train` "
+        "and `trainer eval`"
+    )
+
+
 def check_supported(config: PretrainedConfig) -> str:
     """The target's architecture name, or ``UnsupportedArchitectureError`` naming it."""
     architectures = list(getattr(config, "architectures", None) or [])
