@@ -87,11 +87,13 @@ class EagleKnobs(BaseModel):
         description="tasks: self-instruct prompts start with the first words of a kind of task (code, "
         "maths, writing, ...) and the target writes the rest; none: the target writes whole prompts.",
     )
-    variant: Literal["eagle3", "peagle"] | None = Field(
+    variant: Literal["eagle3", "eagle2", "peagle"] | None = Field(
         default=None,
         alias="EAGLE_VARIANT",
-        description="Draft architecture: eagle3 (a chain) or peagle (P-EAGLE, all drafts from one head "
-        "forward). Recorded in lineage.json as draft_variant.",
+        description="Draft architecture: eagle3 (a chain over three fused target layers), eagle2 (the "
+        "target's last hidden state; the default for Qwen3NextForCausalLM, eagle3 for every other "
+        "architecture) or peagle (P-EAGLE, all drafts from one head forward). Recorded in lineage.json "
+        "as draft_variant.",
     )
     ttt_steps: int | None = Field(
         default=None, ge=1, le=10, alias="EAGLE_TTT_STEPS", description="Training-time-test unroll steps."
@@ -164,7 +166,7 @@ _FIELD_RULES = {
     "EAGLE_REGENERATE": "Member must be true or false",
     "EAGLE_SELF_INSTRUCT_CONVERSATIONS": "Member must be an integer between 0 and 100000",
     "EAGLE_SELF_INSTRUCT_OPENINGS": "Member must satisfy enum value set: [tasks, none]",
-    "EAGLE_VARIANT": "Member must satisfy enum value set: [eagle3, peagle]",
+    "EAGLE_VARIANT": "Member must satisfy enum value set: [eagle3, eagle2, peagle]",
     "EAGLE_TTT_STEPS": "Member must be an integer between 1 and 10",
     "EAGLE_LEARNING_RATE": "Member must be a positive number",
 }

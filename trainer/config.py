@@ -145,11 +145,13 @@ class TrainConfig(BaseModel):
     )
 
     # --- head
-    variant: Literal["eagle3", "peagle"] = Field(
-        default="eagle3",
-        description="Draft head. eagle3: a chain, one head forward per draft token. peagle: P-EAGLE "
-        "parallel drafting, every draft token of a step from one head forward (slots 1..K-1 read a learnt "
-        "mask hidden state and the mask token); ttt_steps is then the number of depths trained.",
+    variant: Literal["eagle3", "eagle2", "peagle"] | None = Field(
+        default=None,
+        description="Draft head. eagle3: a chain over three fused target layers, its own lm_head, one head "
+        "forward per draft token. eagle2: the target's last hidden state, feature regression, the target's "
+        "lm_head. peagle: P-EAGLE parallel drafting on the EAGLE-3 head, every draft token of a step from "
+        "one head forward (slots 1..K-1 read a learnt mask hidden state and the mask token); ttt_steps is "
+        "then the number of depths trained. Default: eagle2 for Qwen3NextForCausalLM, eagle3 otherwise.",
     )
     peagle_keep_ratio: float = Field(
         default=0.75,
@@ -186,12 +188,13 @@ class TrainConfig(BaseModel):
     ttt_decay: float = Field(
         default=0.8, gt=0.0, le=1.0, description="Loss weight of step i is ttt_decay**i."
     )
-    feature_loss_weight: float = Field(
-        default=0.0,
+    feature_loss_weight: float | None = Field(
+        default=None,
         ge=0.0,
         description="Weight of feature regression: each draft step's normed hidden state is also pulled "
         "(smooth L1) onto the target's final hidden state at the position it predicts from, as EAGLE-1 "
-        "trains. Pairs with init_from_target=lm_head, whose output layer reads that space; 0: off.",
+        "trains. Pairs with init_from_target=lm_head, whose output layer reads that space; 0: off. "
+        "Default: 1 for eagle2, 0 for eagle3.",
     )
     optimizer: Literal["adamw", "muon"] = Field(
         default="adamw",
@@ -294,10 +297,12 @@ class TrainConfig(BaseModel):
             )
         if not self.data_paths and not self.self_instruct_conversations:
             raise ValueError("no training data: give data_paths, self_instruct_conversations, or both")
-        if self.variant == "peagle" and self.feature_loss_weight > 0:
+        if self.variant == "peagle" and (self.feature_loss_weight or 0.0) > 0:
             raise ValueError("feature_loss_weight is an EAGLE-3 chain loss; variant peagle does not train it")
         if self.variant == "peagle" and self.nproc > 1:
             raise ValueError("variant peagle trains in one process (nproc 1): its loss is not split")
+        if self.aux_layer_ids is not None and self.variant == "eagle2":
+            raise ValueError("aux_layer_ids choose EAGLE-3's fused layers; an eagle2 head reads the last one")
         if self.aux_layer_ids is not None and len(set(self.aux_layer_ids)) != 3:
             raise ValueError(f"aux_layer_ids must be 3 distinct layers, got {self.aux_layer_ids}")
         return self

@@ -55,8 +55,8 @@ def _argument_options(annotation: Any) -> dict[str, Any]:
 def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "train",
-        help="train an EAGLE-3 draft head for a target model",
-        description="Train an EAGLE-3 draft head; writes metrics.jsonl, checkpoints/ and eagle_model/ "
+        help="train an EAGLE-3 (or, --variant eagle2, EAGLE-2) draft head for a target model",
+        description="Train an EAGLE draft head; writes metrics.jsonl, checkpoints/ and eagle_model/ "
         "under --out.",
     )
     for name, field in TrainConfig.model_fields.items():

@@ -101,8 +101,8 @@ def build_lineage(
             "records": data.summary,
         },
         "optimization_environment": job.optimization_environment or {},
-        # What was trained: EAGLE_VARIANT, whose one value today is also the default.
-        "draft_variant": job.knobs.variant or DEFAULT_DRAFT_VARIANT,
+        # What was trained: EAGLE_VARIANT, or the trainer's default for the architecture.
+        "draft_variant": job.knobs.variant or train.result.get("draft_variant") or DEFAULT_DRAFT_VARIANT,
         "hyperparameters": _hyperparameters(train.result.get("hyperparameters", {}), artifacts),
         "training": {name: train.result.get(name) for name in TRAINING_FIELDS},
         # The shared distillation cache (worker.distillation_cache): its key, the records reused

@@ -26,11 +26,11 @@ MIN_TRAIN_SECONDS = 10.0
 KNOB_FIELDS = {
     "draft_vocab_size": ("EAGLE_DRAFT_VOCAB_SIZE", "draft_vocab_size"),
     "ttt_steps": ("EAGLE_TTT_STEPS", "ttt_steps"),
+    "variant": ("EAGLE_VARIANT", "variant"),
     "learning_rate": ("EAGLE_LEARNING_RATE", "lr"),
     "regenerate": ("EAGLE_REGENERATE", "regenerate"),
     "self_instruct_conversations": ("EAGLE_SELF_INSTRUCT_CONVERSATIONS", "self_instruct_conversations"),
     "self_instruct_openings": ("EAGLE_SELF_INSTRUCT_OPENINGS", "self_instruct_openings"),
-    "variant": ("EAGLE_VARIANT", "variant"),
 }
 
 

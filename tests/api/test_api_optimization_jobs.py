@@ -93,7 +93,7 @@ def test_the_peagle_draft_variant_is_accepted(sagemaker: Any, account: AccountCr
                 OptimizationEnvironment={"EAGLE_VARIANT": "medusa"},
             )
         )
-    assert error_of(raised)[1].endswith("Member must satisfy enum value set: [eagle3, peagle]")
+    assert error_of(raised)[1].endswith("Member must satisfy enum value set: [eagle3, eagle2, peagle]")
 
 
 def test_create_enqueues_the_job_after_commit(

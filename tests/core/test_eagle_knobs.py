@@ -49,7 +49,7 @@ def test_peagle_is_a_draft_variant() -> None:
         ("EAGLE_NUM_SPECULATIVE_TOKENS", "2.5", "integer between 1 and 16"),
         ("EAGLE_DRAFT_VOCAB_SIZE", "255", "integer between 256 and 262144"),
         ("EAGLE_REGENERATE", "yes", "true or false"),
-        ("EAGLE_VARIANT", "medusa", "enum value set: [eagle3, peagle]"),
+        ("EAGLE_VARIANT", "medusa", "enum value set: [eagle3, eagle2, peagle]"),
         ("EAGLE_TTT_STEPS", "11", "integer between 1 and 10"),
         ("EAGLE_LEARNING_RATE", "-1e-3", "positive number"),
         ("EAGLE_SELF_INSTRUCT_CONVERSATIONS", "many", "integer between 0 and 100000"),

@@ -13,6 +13,7 @@ from transformers import PreTrainedModel
 
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from tests.speculative.engine_doubles import ARCHITECTURES, hf_greedy, oracle_head, random_head, tiny_target
+from trainer.eagle.capture import UnsupportedArchitectureError
 from trainer.eagle.model import Eagle3DraftModel
 from trainer.eagle.packed_attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
 
@@ -88,3 +89,10 @@ def test_sliding_layers_attend_to_their_window_only() -> None:
                 )
             logits.append(output.logits[0])
     torch.testing.assert_close(torch.cat(logits), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_linear_attention_target_is_refused_with_the_reason() -> None:
+    """Packed rows carry no per-sequence recurrent state; serving Qwen3-Next would be wrong."""
+    target = tiny_target("Qwen3NextForCausalLM")
+    with pytest.raises(UnsupportedArchitectureError, match=r"linear-attention layers.*trainer eval"):
+        ServingEngine(target, None, speculation=FixedSpeculation(0))

@@ -14,7 +14,7 @@ import torch
 from transformers import PreTrainedModel
 
 from speculative.replay import ReplayHead
-from trainer.eagle.config import Eagle3HeadConfig
+from trainer.eagle.config import DraftVariant, Eagle3HeadConfig
 from trainer.eagle.export import new_head
 from trainer.eagle.model import DraftKVCache, Eagle3DraftModel
 from trainer.eagle.peagle import PEagleDraftModel, PEagleHeadConfig
@@ -35,13 +35,14 @@ def random_head(
     *,
     seed: int = 0,
     draft_token_ids: list[int] | None = None,
-    variant: str = "eagle3",
+    variant: DraftVariant = "eagle3",
 ) -> Eagle3DraftModel:
     """An untrained head; ``draft_token_ids`` (sorted target ids) restricts its vocabulary;
     ``variant`` peagle makes it a P-EAGLE head (mask token: the last id of the vocabulary)."""
     vocab = int(target.config.vocab_size)
     kept = draft_token_ids if draft_token_ids is not None else list(range(vocab))
-    config = Eagle3HeadConfig.from_target(target.config, draft_vocab_size=len(kept))
+    family = "eagle2" if variant == "eagle2" else "eagle3"
+    config = Eagle3HeadConfig.from_target(target.config, draft_vocab_size=len(kept), variant=family)
     if variant == "peagle":
         config = PEagleHeadConfig(**config.model_dump(), mask_token_id=vocab - 1)
     with torch.random.fork_rng(devices=[]):

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from speculative import SpeculativeDecoder
+from speculative.tree_draft import TreeShape
 from tests.speculative.engine_doubles import ARCHITECTURES, hf_greedy, oracle_head, random_head, tiny_target
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14]
@@ -102,3 +103,17 @@ def test_head_for_another_target_is_refused() -> None:
     other = tiny_target("LlamaForCausalLM", vocab_size=64)
     with pytest.raises(ValueError, match="head vocab_size 64 != target vocabulary size 96"):
         SpeculativeDecoder(target, random_head(other))
+
+
+@pytest.mark.parametrize("architecture", ["LlamaForCausalLM", "Qwen3MoeForCausalLM"])
+def test_eagle2_head_chains_and_trees_equal_hf_generate(architecture: str) -> None:
+    """EAGLE-2 drafts with the same chain and tree machinery as EAGLE-3."""
+    target = tiny_target(architecture)
+    expected = hf_greedy(target, PROMPT, 30)
+    decoder = SpeculativeDecoder(target, random_head(target, variant="eagle2"), num_speculative_tokens=3)
+
+    chain = decoder.generate(PROMPT, max_new_tokens=30)
+    tree = decoder.generate(PROMPT, max_new_tokens=30, tree=TreeShape(depth=3, top_k=2, num_nodes=6))
+
+    assert chain.token_ids == expected
+    assert tree.token_ids == expected

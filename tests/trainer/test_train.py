@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoConfig
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from tests.trainer.eagle.tiny_data import write_chat_data
 from trainer.config import TrainConfig
@@ -77,11 +77,57 @@ def test_each_architecture_learns_a_repeated_batch(
     first, last = rows[0], rows[-1]
     # One batch holds all the data, so every step sees the same tokens.
     assert first["tokens"] == last["tokens"]
-    assert last["loss"] < 0.6 * first["loss"]
-    assert last["step_accuracy"][0] > first["step_accuracy"][0] + 0.3
+    # Qwen3-Next trains EAGLE-2 by default: one feature, the final norm's output (id N = 8).
+    # It learns more slowly in 25 steps: its loss is mostly the regression onto features the
+    # tiny model's final norm scales by 21, which the frozen lm_head then reads.
+    eagle2 = architecture == "Qwen3NextForCausalLM"
+    assert last["loss"] < (0.85 if eagle2 else 0.6) * first["loss"]
+    assert last["step_accuracy"][0] > first["step_accuracy"][0] + (0.1 if eagle2 else 0.3)
     assert result.files.head_dir is not None
     report = validate_head(result.files.head_dir, AutoConfig.from_pretrained(model_dir))
-    assert report.aux_layer_ids == [2, 4, 5]
+    assert result.head.draft_variant == ("eagle2" if eagle2 else "eagle3")
+    assert report.aux_layer_ids == ([8] if eagle2 else [2, 4, 5])
+
+
+def test_eagle2_head_trains_exports_for_vllm_and_drafts_losslessly(
+    tiny_llama_dir: Path, tmp_path: Path
+) -> None:
+    few = write_chat_data(tmp_path / "few.jsonl", conversations=6)
+    result = train(
+        config(
+            tiny_llama_dir,
+            few,
+            tmp_path / "run",
+            variant="eagle2",
+            batch_tokens=4096,
+            eval_fraction=0.0,
+            max_steps=25,
+            epochs=100,
+        )
+    )
+    rows = metrics(tmp_path / "run")
+    first, last = rows[0], rows[-1]
+    assert result.head.draft_variant == "eagle2"
+    # Both losses fall: the feature regression and the token cross-entropy. Through the
+    # target's frozen lm_head it learns more slowly than an EAGLE-3 head (0.3 vs 0.7 here).
+    assert last["loss"] < 0.6 * first["loss"]
+    assert last["step_feature_losses"][0] < first["step_feature_losses"][0]
+    assert last["step_accuracy"][0] > first["step_accuracy"][0] + 0.2
+    assert result.files.head_dir is not None
+    head_dir = Path(result.files.head_dir)
+    assert json.loads((head_dir / "config.json").read_text())["architectures"] == ["EagleLlamaForCausalLM"]
+    assert "fc.bias" not in load_file(str(head_dir / "model.safetensors"))
+
+    from speculative import SpeculativeDecoder  # noqa: PLC0415
+    from trainer.eagle.export import load_head  # noqa: PLC0415
+
+    target = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
+    decoder = SpeculativeDecoder(
+        target, load_head(head_dir, target), num_speculative_tokens=3, eos_token_ids=[]
+    )
+    prompt = [1, 2, 40, 41, 42, 43, 44]
+    speculative = decoder.generate(prompt, max_new_tokens=24)
+    assert speculative.token_ids == decoder.generate_plain(prompt, max_new_tokens=24).token_ids
 
 
 def test_result_metrics_and_progress_describe_the_run(

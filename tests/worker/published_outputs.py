@@ -53,15 +53,15 @@ def read_published(
     bucket, prefix = split(output_uri)
     listed = s3_client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
     keys = {item["Key"][len(prefix) :] for item in listed}
-    assert keys == {*EXPECTED_FILES, "lineage.json"}, (
-        f"unexpected layout (staging left behind?): {sorted(keys)}"
-    )
+    # An EAGLE-2 head's draft vocabulary is published beside its weights.
+    expected = EXPECTED_FILES | ({"eagle_model/draft_vocab.json"} if draft_variant == "eagle2" else set())
+    assert keys == {*expected, "lineage.json"}, f"unexpected layout (staging left behind?): {sorted(keys)}"
 
     lineage = json.loads(s3_client.get_object(Bucket=bucket, Key=prefix + "lineage.json")["Body"].read())
     assert lineage["job"]["arn"] == job_arn
     assert lineage["draft_variant"] == draft_variant
     outputs = {item["path"]: item for item in lineage["outputs"]}
-    assert set(outputs) == EXPECTED_FILES
+    assert set(outputs) == expected
     for relative, item in outputs.items():
         body = s3_client.get_object(Bucket=bucket, Key=prefix + relative)["Body"].read()
         assert item["uri"] == f"s3://{bucket}/{prefix}{relative}"

@@ -97,7 +97,9 @@ def test_the_workers_process_count_and_device_reach_the_trainer() -> None:
 
 def test_the_draft_variant_knob_reaches_the_trainer() -> None:
     assert _config(_knobs(EAGLE_VARIANT="peagle")).variant == "peagle"
-    assert _config(_knobs()).variant == "eagle3"
+    assert _config(_knobs(EAGLE_VARIANT="eagle2")).variant == "eagle2"
+    # Unset, the trainer picks it from the target's architecture (eagle2 for Qwen3-Next).
+    assert _config(_knobs()).variant is None
 
 
 def test_a_draft_vocabulary_size_cannot_change_an_existing_head() -> None:

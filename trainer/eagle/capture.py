@@ -7,6 +7,8 @@ any forward (a full prefill, a cached decode step, a verification pass).
 
 Convention: the state captured for layer ``i`` is what layer ``i`` receives, which is
 ``hidden_states[i]`` of Hugging Face's ``output_hidden_states`` (vLLM's aux-layer ids).
+Id ``N`` (one past the last layer) is ``hidden_states[N]``: the final norm's output, the
+last hidden state EAGLE-2 reads; it is taken with a forward hook on that norm.
 """
 
 from __future__ import annotations
@@ -30,11 +32,30 @@ SUPPORTED_ARCHITECTURES: tuple[str, ...] = (
     "Qwen3ForCausalLM",
     "Qwen3MoeForCausalLM",
     "GptOssForCausalLM",
+    "Qwen3NextForCausalLM",
 )
 
 
 class UnsupportedArchitectureError(ValueError):
     """The target's architecture has no tested hidden-state capture."""
+
+
+def linear_attention_reason(config: PretrainedConfig) -> str | None:
+    """Why the continuous-batching serving engine cannot serve this target, or None.
+
+    It packs every sequence's new tokens into one row and keeps only key/value caches;
+    linear-attention layers (Qwen3-Next) need a recurrent state per sequence, which only the
+    single-sequence engine (``trainer eval``) keeps and rolls back.
+    """
+    layer_types = getattr(config.get_text_config(), "layer_types", None) or []
+    if "linear_attention" not in layer_types:
+        return None
+    architecture = (getattr(config, "architectures", None) or [config.model_type])[0]
+    return (
+        f"{architecture} has linear-attention layers, which eaglenest's serving engine (the job "
+        "benchmark and endpoints) cannot serve yet; train and judge its head with `trainer train` "
+        "and `trainer eval`"
+    )
 
 
 def check_supported(config: PretrainedConfig) -> str:
@@ -48,7 +69,7 @@ def check_supported(config: PretrainedConfig) -> str:
     architecture = str(architectures[0])
     if architecture not in SUPPORTED_ARCHITECTURES:
         raise UnsupportedArchitectureError(
-            f"architecture {architecture!r} is not supported for EAGLE-3 training; "
+            f"architecture {architecture!r} is not supported for EAGLE training; "
             f"supported architectures: {', '.join(SUPPORTED_ARCHITECTURES)}"
         )
     return architecture
@@ -88,15 +109,27 @@ def final_norm(model: PreTrainedModel) -> nn.Module | None:
     return norm if isinstance(norm, nn.Module) else None
 
 
-def check_aux_layer_ids(aux_layer_ids: Sequence[int], num_layers: int) -> list[int]:
+def check_aux_layer_ids(aux_layer_ids: Sequence[int], num_layers: int, *, final: bool = True) -> list[int]:
+    """Ids name the layer whose input is captured; with ``final``, id ``num_layers`` names the
+    final norm's output (EAGLE-2's feature; engines never hand it to an EAGLE-3 head)."""
     ids = [int(i) for i in aux_layer_ids]
-    bad = [i for i in ids if not 0 <= i < num_layers]
+    top = num_layers if final else num_layers - 1
+    bad = [i for i in ids if not 0 <= i <= top]
     if bad:
+        what = f", {num_layers} the final norm's output" if final else ""
         raise ValueError(
             f"aux layer ids {bad} are out of range for a target with {num_layers} decoder layers "
-            f"(valid: 0..{num_layers - 1}; ids name the layer whose input is captured)"
+            f"(valid: 0..{top}; id i < {num_layers} names the layer whose input is captured{what})"
         )
     return ids
+
+
+def required_final_norm(model: PreTrainedModel) -> nn.Module:
+    """The final norm, for the feature id one past the last layer."""
+    norm = final_norm(model)
+    if norm is None:
+        raise UnsupportedArchitectureError(f"{type(model).__name__} has no final norm at model.model.norm")
+    return norm
 
 
 class TargetFeatureCapture(ScopedHooks):
@@ -111,6 +144,7 @@ class TargetFeatureCapture(ScopedHooks):
 
     def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int], *, detach: bool = True) -> None:
         super().__init__()
+        self._model = model
         self._layers = decoder_layers(model)
         self.aux_layer_ids = check_aux_layer_ids(aux_layer_ids, len(self._layers))
         # Captured states are read, never trained through: detaching keeps the target's
@@ -125,8 +159,18 @@ class TargetFeatureCapture(ScopedHooks):
 
         return hook
 
+    def _final_hook_for(self, layer_id: int) -> Any:
+        def hook(_module: nn.Module, _args: tuple[Any, ...], output: torch.Tensor) -> None:
+            self._states[layer_id] = output.detach() if self._detach else output
+
+        return hook
+
     def _register(self) -> Iterator[RemovableHandle]:
         for layer_id in dict.fromkeys(self.aux_layer_ids):
+            if layer_id == len(self._layers):
+                norm = required_final_norm(self._model)
+                yield norm.register_forward_hook(self._final_hook_for(layer_id))
+                continue
             layer = self._layers[layer_id]
             yield layer.register_forward_pre_hook(self._hook_for(layer_id), with_kwargs=True)
 

@@ -1,13 +1,13 @@
-"""Shape of an EAGLE-3 draft head, derived from its target model's config.
+"""Shape of an EAGLE draft head, derived from its target model's config.
 
 The head is one Llama-style decoder layer whose width follows the target, so the
 same config serves every supported target architecture (vLLM and SGLang load all of
-them as ``LlamaForCausalLMEagle3``).
+them as ``LlamaForCausalLMEagle3``, or ``EagleLlamaForCausalLM`` for an EAGLE-2 head).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 from transformers import LlamaConfig, PretrainedConfig
@@ -25,9 +25,50 @@ def default_aux_layer_ids(num_target_layers: int) -> list[int]:
     return [2, num_target_layers // 2, num_target_layers - 3]
 
 
+# What EAGLE_VARIANT names. A P-EAGLE head is an EAGLE-3 head with mask slots, so a head's
+# config records only its family (HeadFamily) and P-EAGLE's extra fields (trainer.eagle.peagle).
+DraftVariant = Literal["eagle3", "eagle2", "peagle"]
+HeadFamily = Literal["eagle3", "eagle2"]
+
+# Architectures whose default head is EAGLE-2, as SageMaker's own optimization jobs choose.
+_EAGLE2_BY_DEFAULT = ("Qwen3NextForCausalLM",)
+
+
+def default_variant(architecture: str) -> DraftVariant:
+    """The draft variant a job trains when it names none."""
+    return "eagle2" if architecture in _EAGLE2_BY_DEFAULT else "eagle3"
+
+
+def final_feature_layer_id(num_target_layers: int) -> int:
+    """EAGLE-2's single feature: id N, transformers' ``output_hidden_states[N]``, the target's
+    last hidden state after its final norm (what its lm_head reads and vLLM hands an EAGLE head)."""
+    return num_target_layers
+
+
+def default_feature_layer_ids(variant: DraftVariant, num_target_layers: int) -> list[int]:
+    """The target features a new head of ``variant`` reads."""
+    if variant == "eagle2":
+        return [final_feature_layer_id(num_target_layers)]
+    return default_aux_layer_ids(num_target_layers)
+
+
+def _full_rotary(rope: dict[str, Any] | None) -> dict[str, Any]:
+    """The target's RoPE settings for the head's Llama layer, which rotates its whole head
+    dimension: a target that rotates only part of it (Qwen3-Next) keeps its theta and scaling."""
+    settings = dict(rope or {"rope_type": "default", "rope_theta": 10000.0})
+    settings.pop("partial_rotary_factor", None)
+    return settings
+
+
 class Eagle3HeadConfig(BaseModel):
     """Every dimension of a draft head; serialised into checkpoints and exports."""
 
+    variant: HeadFamily = Field(
+        default="eagle3",
+        description="eagle3: fc fuses three target layers, one decoder layer, its own lm_head over the "
+        "draft vocabulary. eagle2: fc(cat(embedding, feature)) on the target's last hidden state, one "
+        "decoder layer, the target's lm_head (frozen).",
+    )
     hidden_size: int = Field(description="Width of the draft decoder layer (the target's hidden size).")
     target_hidden_size: int = Field(description="Hidden size of the target; fc fuses 3 of these.")
     intermediate_size: int = Field(description="SwiGLU width of the draft MLP (the target's).")
@@ -40,15 +81,22 @@ class Eagle3HeadConfig(BaseModel):
     vocab_size: int = Field(description="Target vocabulary size (embedding rows, t2d length).")
     draft_vocab_size: int = Field(description="Rows of the draft lm_head; d2t length.")
     aux_layer_ids: list[int] = Field(
-        description="Target layers whose *input* hidden states are fused (vLLM convention)."
+        description="Target layers whose *input* hidden states are fused (vLLM convention); "
+        "EAGLE-2 reads one, N: the last hidden state after the final norm."
     )
     hidden_act: str = Field(default="silu", description="Activation of the SwiGLU MLP.")
     target_architecture: str = Field(default="", description="Target's architecture, for validation.")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> Eagle3HeadConfig:
-        if len(self.aux_layer_ids) != 3:
-            raise ValueError(f"aux_layer_ids must name 3 target layers, got {self.aux_layer_ids}")
+        wanted = 1 if self.variant == "eagle2" else 3
+        if len(self.aux_layer_ids) != wanted:
+            raise ValueError(
+                f"aux_layer_ids must name {wanted} target layer(s) for {self.variant}, "
+                f"got {self.aux_layer_ids}"
+            )
+        if self.variant == "eagle2" and self.target_hidden_size != self.hidden_size:
+            raise ValueError("an eagle2 head is as wide as its target (target_hidden_size == hidden_size)")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
         if not 0 < self.draft_vocab_size <= self.vocab_size:
@@ -64,12 +112,14 @@ class Eagle3HeadConfig(BaseModel):
         *,
         draft_vocab_size: int,
         aux_layer_ids: list[int] | None = None,
+        variant: HeadFamily = "eagle3",
     ) -> Eagle3HeadConfig:
         text = target.get_text_config()
         heads = int(text.num_attention_heads)
         head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
         architectures = getattr(target, "architectures", None) or [""]
         return cls(
+            variant=variant,
             hidden_size=text.hidden_size,
             target_hidden_size=text.hidden_size,
             intermediate_size=text.intermediate_size,
@@ -77,11 +127,11 @@ class Eagle3HeadConfig(BaseModel):
             num_key_value_heads=getattr(text, "num_key_value_heads", None) or heads,
             head_dim=head_dim,
             rms_norm_eps=float(getattr(text, "rms_norm_eps", 1e-6)),
-            rope_parameters=dict(text.rope_parameters or {"rope_type": "default", "rope_theta": 10000.0}),
+            rope_parameters=_full_rotary(text.rope_parameters),
             max_position_embeddings=int(text.max_position_embeddings),
             vocab_size=text.vocab_size,
             draft_vocab_size=draft_vocab_size,
-            aux_layer_ids=aux_layer_ids or default_aux_layer_ids(text.num_hidden_layers),
+            aux_layer_ids=aux_layer_ids or default_feature_layer_ids(variant, text.num_hidden_layers),
             hidden_act=getattr(text, "hidden_act", "silu"),
             target_architecture=architectures[0],
         )

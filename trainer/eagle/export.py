@@ -11,9 +11,11 @@ import torch
 from safetensors.torch import save_file
 from transformers import PreTrainedModel
 
-from trainer.eagle.capture import input_embedding_weight
+from trainer.eagle import eagle2_format
+from trainer.eagle.capture import input_embedding_weight, output_head
 from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.head_format import CONFIG_FILE, WEIGHTS_FILE, export_config, head_tensors
+from trainer.eagle.eagle2_model import build_draft_model
+from trainer.eagle.head_format import CONFIG_FILE, WEIGHTS_FILE, export_config, exported_head_tensors
 from trainer.eagle.model import Eagle3DraftModel
 from trainer.eagle.peagle import PEagleDraftModel, PEagleHeadConfig
 from trainer.eagle.serving_settings import SpeculativeTokens, with_serving_settings
@@ -43,9 +45,11 @@ def export_head(
     staging.mkdir(parents=True)
     tensors = {
         name: tensor.to(dtype) if tensor.is_floating_point() else tensor
-        for name, tensor in head_tensors(model).items()
+        for name, tensor in exported_head_tensors(model, model.config).items()
     }
     save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
+    if model.config.variant == "eagle2" and model.config.draft_vocab_size < model.config.vocab_size:
+        eagle2_format.write_draft_vocab(staging, model.t2d)
     config = with_serving_settings(
         export_config(model.config, dtype=dtype),
         SpeculativeTokens(trained=trained_speculative_tokens),
@@ -74,10 +78,10 @@ def resolve_head_dir(path: Path) -> Path:
 
 
 def new_head(config: Eagle3HeadConfig) -> Eagle3DraftModel:
-    """A freshly initialised head of ``config``'s variant (P-EAGLE or EAGLE-3)."""
+    """A freshly initialised head of ``config``'s variant (P-EAGLE, EAGLE-2 or EAGLE-3)."""
     if isinstance(config, PEagleHeadConfig):
         return PEagleDraftModel(config)
-    return Eagle3DraftModel(config)
+    return build_draft_model(config)
 
 
 def load_head(head_dir: Path | str, target_model: PreTrainedModel) -> Eagle3DraftModel:
@@ -89,18 +93,26 @@ def load_head(head_dir: Path | str, target_model: PreTrainedModel) -> Eagle3Draf
     report = validate_head(head_dir, target_model.config, target_embeddings=embeddings)
     model = new_head(report.config)
     tensors = read_head_tensors(Path(head_dir))
+    if report.config.variant == "eagle2":
+        tensors = eagle2_format.internal_tensors(tensors)
     weights = {
         name: t.float() for name, t in tensors.items() if name not in ("d2t", "t2d") and "embed" not in name
     }
     missing, unexpected = model.load_state_dict(weights, strict=False)
-    # embed_tokens comes from the target below; d2t/t2d are set explicitly.
-    missing = [name for name in missing if name not in ("embed_tokens.weight", "d2t", "t2d")]
+    # embed_tokens comes from the target below; d2t/t2d (and EAGLE-2's lm_head) are set explicitly.
+    set_below = {"embed_tokens.weight", "d2t", "t2d"}
+    if report.config.variant == "eagle2":
+        set_below.add("lm_head.weight")
+    missing = [name for name in missing if name not in set_below]
     if missing or unexpected:
         raise ValueError(
             f"{head_dir}: head tensors do not match the model (missing {missing}, unexpected {unexpected})"
         )
-    d2t = tensors.get("d2t", torch.zeros(report.config.draft_vocab_size, dtype=torch.long))
-    t2d = tensors.get("t2d", torch.ones(report.config.vocab_size, dtype=torch.bool))
+    t2d = tensors.get("t2d", report.draft_vocab_mask)
+    d2t = tensors.get("d2t", eagle2_format.d2t_of(t2d))
     model.set_draft_vocab(d2t.long(), t2d.bool())
     model.load_target_embeddings(embeddings.float())
+    if report.config.variant == "eagle2":
+        with torch.no_grad():
+            model.lm_head.weight.copy_(output_head(target_model).weight.detach()[t2d.bool()].float())
     return model.eval()

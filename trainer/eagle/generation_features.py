@@ -63,8 +63,11 @@ class GenerationRecorder(ScopedHooks):
             raise ValueError(f"{type(model).__name__} has no final norm at model.model.norm to record")
         self._layers, self._norm = layers, norm
         self._aux_dtype, self._final_dtype = aux_dtype, final_dtype
-        self._aux: dict[int, list[torch.Tensor]] = {i: [] for i in self.aux_layer_ids}
         self._final: list[torch.Tensor] = []
+        # Id N (EAGLE-2's feature) is the final norm's output, recorded once for both uses.
+        self._aux: dict[int, list[torch.Tensor]] = {
+            i: self._final if i == len(layers) else [] for i in self.aux_layer_ids
+        }
 
     def _layer_hook(self, layer_id: int) -> Any:
         def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -77,6 +80,8 @@ class GenerationRecorder(ScopedHooks):
 
     def _register(self) -> Iterator[RemovableHandle]:
         for layer_id in self.aux_layer_ids:
+            if layer_id == len(self._layers):
+                continue
             yield self._layers[layer_id].register_forward_pre_hook(
                 self._layer_hook(layer_id), with_kwargs=True
             )
@@ -87,7 +92,7 @@ class GenerationRecorder(ScopedHooks):
         everything recorded so far (continuous batching reads each forward as it comes)."""
         if not self._final:
             raise RuntimeError("no forward has been recorded since the last take_latest()")
-        aux = torch.cat([self._aux[i][-1] for i in self.aux_layer_ids], dim=-1)
+        aux = torch.cat([self._aux[i][-1].to(self._aux_dtype) for i in self.aux_layer_ids], dim=-1)
         final = self._final[-1]
         for states in self._aux.values():
             states.clear()
@@ -98,7 +103,9 @@ class GenerationRecorder(ScopedHooks):
         """Positions ``start .. start+length-1`` of batch row ``row`` (columns of the padded
         generation, whose last token was never fed back: its features are zeros, and no loss
         reads them, since nothing follows it)."""
-        aux = torch.cat([torch.cat(self._aux[i], dim=1)[row] for i in self.aux_layer_ids], dim=-1)
+        aux = torch.cat(
+            [torch.cat(self._aux[i], dim=1)[row].to(self._aux_dtype) for i in self.aux_layer_ids], dim=-1
+        )
         final = torch.cat(self._final, dim=1)[row]
         recorded = aux.shape[0] - start
         aux_out = aux.new_zeros((length, aux.shape[-1]))

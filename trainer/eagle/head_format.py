@@ -15,7 +15,13 @@ import torch
 from pydantic import ValidationError
 from torch import nn
 
-from trainer.eagle.config import AUX_LAYER_ID_CONVENTION, Eagle3HeadConfig
+from trainer.eagle import eagle2_format
+from trainer.eagle.config import (
+    AUX_LAYER_ID_CONVENTION,
+    DraftVariant,
+    Eagle3HeadConfig,
+    final_feature_layer_id,
+)
 from trainer.eagle.peagle import PEagleHeadConfig
 from trainer.eagle.serving_settings import PEAGLE_ARCHITECTURE
 
@@ -34,7 +40,7 @@ class InvalidHeadError(ValueError):
 
 
 def head_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The tensors of a head as they are saved: every trained weight plus d2t/t2d, no embeddings."""
+    """The tensors of a head as checkpoints save them: every weight plus d2t/t2d, no embeddings."""
     return {
         name: tensor.detach().contiguous().cpu()
         for name, tensor in model.state_dict().items()
@@ -42,8 +48,17 @@ def head_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     }
 
 
+def exported_head_tensors(model: nn.Module, config: Eagle3HeadConfig) -> dict[str, torch.Tensor]:
+    """The tensors of an exported head: as checkpointed for EAGLE-3; for EAGLE-2, vLLM's
+    names without the target's lm_head and the maps (draft_vocab.json holds those)."""
+    tensors = head_tensors(model)
+    return eagle2_format.exported_tensors(tensors) if config.variant == "eagle2" else tensors
+
+
 def expected_tensor_shapes(config: Eagle3HeadConfig) -> dict[str, tuple[int, ...]]:
-    """Every tensor a native EAGLE-3 head must contain, with its shape."""
+    """Every tensor an exported head must contain, with its shape."""
+    if config.variant == "eagle2":
+        return eagle2_format.expected_tensor_shapes(config)
     hidden, heads, kv_heads = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
     attention_width = heads * config.head_dim
     kv_width = kv_heads * config.head_dim
@@ -71,9 +86,10 @@ def expected_tensor_shapes(config: Eagle3HeadConfig) -> dict[str, tuple[int, ...
     }
 
 
-def draft_variant(config: Eagle3HeadConfig) -> str:
-    """``peagle`` for a parallel-drafting head, else ``eagle3`` (EAGLE_VARIANT's values)."""
-    return "peagle" if isinstance(config, PEagleHeadConfig) else "eagle3"
+def draft_variant(config: Eagle3HeadConfig) -> DraftVariant:
+    """What EAGLE_VARIANT calls this head: ``peagle`` for a parallel-drafting head (an EAGLE-3
+    head with mask slots), else its family, ``eagle3`` or ``eagle2``."""
+    return "peagle" if isinstance(config, PEagleHeadConfig) else config.variant
 
 
 def _legacy_rope_fields(rope: dict[str, Any]) -> dict[str, Any]:
@@ -85,15 +101,9 @@ def _legacy_rope_fields(rope: dict[str, Any]) -> dict[str, Any]:
     return {"rope_theta": theta, "rope_scaling": scaling}
 
 
-def export_config(config: Eagle3HeadConfig, *, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
-    """The ``config.json`` of an exported head."""
-    parallel = isinstance(config, PEagleHeadConfig)
-    mask_fields: dict[str, int] = {}
-    if isinstance(config, PEagleHeadConfig):
-        # vLLM reads mask_token_id (pard_token is the older name of the same field).
-        mask_fields = {"mask_token_id": config.mask_token_id, "pard_token": config.mask_token_id}
+def _llama_fields(config: Eagle3HeadConfig, dtype: torch.dtype) -> dict[str, Any]:
+    """The one-layer Llama config every variant's engines build their decoder layer from."""
     return {
-        "architectures": [PEAGLE_ARCHITECTURE if parallel else HEAD_ARCHITECTURE],
         "model_type": "llama",
         "num_hidden_layers": 1,
         "hidden_size": config.hidden_size,
@@ -109,10 +119,25 @@ def export_config(config: Eagle3HeadConfig, *, dtype: torch.dtype = torch.float3
         "attention_bias": False,
         "mlp_bias": False,
         "vocab_size": config.vocab_size,
-        "draft_vocab_size": config.draft_vocab_size,
-        "target_hidden_size": config.target_hidden_size,
         "tie_word_embeddings": False,
         "torch_dtype": str(dtype).removeprefix("torch."),
+    }
+
+
+def export_config(config: Eagle3HeadConfig, *, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    """The ``config.json`` of an exported head."""
+    if config.variant == "eagle2":
+        return eagle2_format.export_config(config, _llama_fields(config, dtype))
+    parallel = isinstance(config, PEagleHeadConfig)
+    mask_fields: dict[str, int] = {}
+    if isinstance(config, PEagleHeadConfig):
+        # vLLM reads mask_token_id (pard_token is the older name of the same field).
+        mask_fields = {"mask_token_id": config.mask_token_id, "pard_token": config.mask_token_id}
+    return {
+        "architectures": [PEAGLE_ARCHITECTURE if parallel else HEAD_ARCHITECTURE],
+        **_llama_fields(config, dtype),
+        "draft_vocab_size": config.draft_vocab_size,
+        "target_hidden_size": config.target_hidden_size,
         **mask_fields,
         "eagle_config": {
             "eagle_aux_hidden_state_layer_ids": list(config.aux_layer_ids),
@@ -155,20 +180,29 @@ def _rope_from_raw(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def head_config_from_export(
-    raw: dict[str, Any], *, where: str, default_aux_layer_ids: list[int] | None = None
+    raw: dict[str, Any],
+    *,
+    where: str,
+    default_aux_layer_ids: list[int] | None = None,
+    num_target_layers: int | None = None,
+    draft_vocab_size: int | None = None,
 ) -> Eagle3HeadConfig:
     """Parse a native ``config.json``; ``InvalidHeadError`` names the offending field.
 
     Heads written by other tools may leave out ``head_dim``, ``target_hidden_size``,
     ``draft_vocab_size`` or the aux layer ids; each has the default engines assume.
+    An EAGLE-2 head reads the target's last feature (id ``num_target_layers``) and drafts
+    over ``draft_vocab_size`` tokens (its draft_vocab.json; the full vocabulary without one).
     """
     architectures = raw.get("architectures")
-    if architectures not in ([HEAD_ARCHITECTURE], [PEAGLE_ARCHITECTURE]):
-        raise InvalidHeadError(
-            f"{where}: field 'architectures' must be [{HEAD_ARCHITECTURE!r}] (native EAGLE-3 format) "
-            f"or [{PEAGLE_ARCHITECTURE!r}] (P-EAGLE), got {architectures!r}"
-        )
     parallel = architectures == [PEAGLE_ARCHITECTURE]
+    variant = "eagle2" if architectures == [eagle2_format.HEAD_ARCHITECTURE_EAGLE2] else "eagle3"
+    if variant == "eagle3" and architectures not in ([HEAD_ARCHITECTURE], [PEAGLE_ARCHITECTURE]):
+        raise InvalidHeadError(
+            f"{where}: field 'architectures' must be [{HEAD_ARCHITECTURE!r}] (native EAGLE-3 format), "
+            f"[{eagle2_format.HEAD_ARCHITECTURE_EAGLE2!r}] (EAGLE-2, vLLM method 'eagle') or "
+            f"[{PEAGLE_ARCHITECTURE!r}] (P-EAGLE), got {architectures!r}"
+        )
     layers = raw.get("num_hidden_layers", 1)
     if layers != 1:
         raise InvalidHeadError(
@@ -180,12 +214,18 @@ def head_config_from_export(
     eagle = raw.get("eagle_config") or {}
     if not isinstance(eagle, dict):
         raise InvalidHeadError(f"{where}: field 'eagle_config' must be an object, got {eagle!r}")
-    if eagle.get("use_aux_hidden_state", True) is not True:
+    if variant == "eagle3" and eagle.get("use_aux_hidden_state", True) is not True:
         raise InvalidHeadError(f"{where}: field 'eagle_config.use_aux_hidden_state' must be true for EAGLE-3")
-    aux_ids = eagle.get("eagle_aux_hidden_state_layer_ids", default_aux_layer_ids)
+    eaglenest = raw.get("eaglenest") or {}
+    aux_ids: list[int] | None
+    if variant == "eagle2":
+        if num_target_layers is None:
+            raise InvalidHeadError(f"{where}: an EAGLE-2 head is read against its target's config")
+        aux_ids = [final_feature_layer_id(num_target_layers)]
+    else:
+        aux_ids = eagle.get("eagle_aux_hidden_state_layer_ids", default_aux_layer_ids)
     if aux_ids is None:
         raise InvalidHeadError(f"{where}: missing field 'eagle_config.eagle_aux_hidden_state_layer_ids'")
-    eaglenest = raw.get("eaglenest") or {}
     extra: dict[str, Any] = {}
     if parallel:
         mask_token = raw.get("mask_token_id", raw.get("pard_token"))
@@ -195,6 +235,7 @@ def head_config_from_export(
     config_class = PEagleHeadConfig if parallel else Eagle3HeadConfig
     try:
         return config_class(
+            variant=variant,
             hidden_size=hidden,
             target_hidden_size=raw.get("target_hidden_size", hidden),
             intermediate_size=_required(raw, "intermediate_size", int, where),
@@ -205,7 +246,7 @@ def head_config_from_export(
             rope_parameters=_rope_from_raw(raw),
             max_position_embeddings=raw.get("max_position_embeddings", 2048),
             vocab_size=vocab,
-            draft_vocab_size=raw.get("draft_vocab_size") or vocab,
+            draft_vocab_size=draft_vocab_size or raw.get("draft_vocab_size") or vocab,
             aux_layer_ids=aux_ids,
             hidden_act=raw.get("hidden_act", "silu"),
             target_architecture=eaglenest.get("target_architecture", "")

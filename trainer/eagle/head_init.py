@@ -24,10 +24,16 @@ def init_head_from_target(
     head: Eagle3DraftModel, target: PreTrainedModel, draft_lm_head_rows: torch.Tensor, mode: InitMode
 ) -> None:
     """``lm_head``: copy the target's lm_head rows of the draft vocabulary and its final
-    norm into the head. ``random``: leave the head as built."""
-    if mode == "random":
+    norm into the head. ``random``: leave the head as built, except an EAGLE-2 head's
+    lm_head, which is always the target's (it is frozen and not exported)."""
+    if mode == "random" and head.config.variant != "eagle2":
         return
     head.lm_head.weight.copy_(draft_lm_head_rows)
     norm_weight = getattr(final_norm(target), "weight", None)
-    if isinstance(norm_weight, torch.Tensor) and norm_weight.shape == head.norm.weight.shape:
-        head.norm.weight.copy_(norm_weight.float())
+    head_norm_weight = getattr(head.norm, "weight", None)  # EAGLE-2 heads have no output norm
+    if (
+        isinstance(norm_weight, torch.Tensor)
+        and isinstance(head_norm_weight, torch.Tensor)
+        and norm_weight.shape == head_norm_weight.shape
+    ):
+        head_norm_weight.copy_(norm_weight.float())

@@ -86,15 +86,16 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 class Eagle3Attention(nn.Module):
-    """Llama attention whose q/k/v read the 2H-wide [embedding, hidden] concatenation."""
+    """Llama attention whose q/k/v read the 2H-wide [embedding, hidden] concatenation
+    (EAGLE-3), or an H-wide input when ``input_width`` says so (EAGLE-2's fc output)."""
 
-    def __init__(self, config: Eagle3HeadConfig) -> None:
+    def __init__(self, config: Eagle3HeadConfig, input_width: int | None = None) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
         self.scale = config.head_dim**-0.5
-        width = 2 * config.hidden_size
+        width = input_width or 2 * config.hidden_size
         self.q_proj = nn.Linear(width, self.num_heads * self.head_dim, bias=False)
         self.k_proj = nn.Linear(width, self.num_kv_heads * self.head_dim, bias=False)
         self.v_proj = nn.Linear(width, self.num_kv_heads * self.head_dim, bias=False)
@@ -241,14 +242,23 @@ class Eagle3DraftModel(nn.Module):
         # never trained and never exported, since engines share the target's own.
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.embed_tokens.weight.requires_grad_(False)
-        self.fc = nn.Linear(3 * config.target_hidden_size, config.hidden_size, bias=False)
-        self.midlayer = Eagle3DecoderLayer(config)
-        self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self._build_body(config)
         self.lm_head = nn.Linear(config.hidden_size, config.draft_vocab_size, bias=False)
         self.rotary_emb = LlamaRotaryEmbedding(config.llama_config())
         # Draft-vocabulary maps: target_id = draft_id + d2t[draft_id]; t2d marks kept target ids.
         self.register_buffer("d2t", torch.zeros(config.draft_vocab_size, dtype=torch.long))
         self.register_buffer("t2d", torch.zeros(config.vocab_size, dtype=torch.bool))
+
+    def _build_body(self, config: Eagle3HeadConfig) -> None:
+        """fc, the decoder layer and the output norm: what the variants differ in."""
+        self.fc = nn.Linear(3 * config.target_hidden_size, config.hidden_size, bias=False)
+        self.midlayer: nn.Module = Eagle3DecoderLayer(config)
+        self.norm: nn.Module = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def _attention(self) -> Eagle3Attention:
+        attention = self.midlayer.self_attn
+        assert isinstance(attention, Eagle3Attention)
+        return attention
 
     def load_target_embeddings(self, weight: torch.Tensor) -> None:
         if tuple(weight.shape) != tuple(self.embed_tokens.weight.shape):
@@ -290,7 +300,7 @@ class Eagle3DraftModel(nn.Module):
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Inference step: ``hidden`` is fused target features or the head's own output."""
-        attend = self.midlayer.self_attn.cached_attention(cache, attention_mask)
+        attend = self._attention().cached_attention(cache, attention_mask)
         return self._layer(input_ids, hidden, position_ids, attend)
 
     def forward_packed(
@@ -303,7 +313,7 @@ class Eagle3DraftModel(nn.Module):
     ) -> torch.Tensor:
         """Inference step for several sequences packed in one row ([1, sum(lengths)] ids and
         positions, [1, sum(lengths), H] hidden); ``caches[i]`` grows by ``lengths[i]``."""
-        attend = self.midlayer.self_attn.packed_attention(caches, lengths)
+        attend = self._attention().packed_attention(caches, lengths)
         return self._layer(input_ids, hidden, position_ids, attend)
 
     def forward_ttt_step(
@@ -321,7 +331,7 @@ class Eagle3DraftModel(nn.Module):
         steps) but returns only the A indices, and later steps take and return those A
         indices alone: positions no loss depends on are never computed.
         """
-        attend = self.midlayer.self_attn.ttt_attention(steps, query_index)
+        attend = self._attention().ttt_attention(steps, query_index)
         if query_index is not None and steps.keys:
             # Later steps: inputs are already at the query indices; their keys go on the diagonal.
             return self._layer(input_ids, hidden, position_ids, attend)

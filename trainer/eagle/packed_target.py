@@ -9,7 +9,12 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
-from trainer.eagle.capture import TargetFeatureCapture, decoder_layers
+from trainer.eagle.capture import (
+    TargetFeatureCapture,
+    UnsupportedArchitectureError,
+    decoder_layers,
+    linear_attention_reason,
+)
 from trainer.eagle.packed_attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
 
 
@@ -36,6 +41,9 @@ class PackedTarget:
     batch-1 decoding computes them (see ``packed_attention``)."""
 
     def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int] | None) -> None:
+        reason = linear_attention_reason(model.config)
+        if reason is not None:
+            raise UnsupportedArchitectureError(reason)
         self.model = model
         self.num_layers = len(decoder_layers(model))
         model.set_attn_implementation(PACKED_ATTENTION)

@@ -20,7 +20,7 @@ from torch import nn
 from transformers import PretrainedConfig
 
 from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.model import Eagle3DraftModel, _rotate
+from trainer.eagle.model import Eagle3DecoderLayer, Eagle3DraftModel, _rotate
 
 
 class PEagleHeadConfig(Eagle3HeadConfig):
@@ -77,7 +77,9 @@ class PEagleDraftModel(Eagle3DraftModel):
         """Keys and values the decoder layer gives mask slots at ``position_ids`` [B, A]:
         [B, kv_heads, A, D] each (keys rotated). With one layer they depend on the position
         only, since every mask slot has the same inputs."""
+        # P-EAGLE builds on the EAGLE-3 decoder layer (only EAGLE-2 swaps the body).
         layer = self.midlayer
+        assert isinstance(layer, Eagle3DecoderLayer)
         attention = layer.self_attn
         mask_id = torch.tensor([self.config.mask_token_id], device=position_ids.device)
         hidden = self.fuse(self.mask_hidden[0])  # [1, H]

@@ -118,6 +118,7 @@ class DraftHeadSummary(BaseModel):
     draft_vocab_coverage: float | None = None
     aux_layer_ids: list[int] = Field(default_factory=list)
     target_architecture: str
+    draft_variant: str = Field(default="", description="eagle3, eagle2 or peagle; empty without a head.")
 
 
 class Timing(BaseModel):

@@ -16,6 +16,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from transformers import PretrainedConfig
 
+from trainer.eagle import eagle2_format
 from trainer.eagle.capture import check_aux_layer_ids
 from trainer.eagle.config import AUX_LAYER_ID_CONVENTION, Eagle3HeadConfig, default_aux_layer_ids
 from trainer.eagle.head_format import (
@@ -41,6 +42,7 @@ class HeadReport:
     aux_layer_id_convention: str
     draft_vocab_size: int
     has_embed_tokens: bool
+    draft_vocab_mask: torch.Tensor  # t2d: the target ids the head drafts over
     warnings: list[str] = field(default_factory=list)
 
 
@@ -57,10 +59,27 @@ def read_head_config(head_dir: Path, target_config: PretrainedConfig | None = No
         raise InvalidHeadError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
     if not isinstance(raw, dict):
         raise InvalidHeadError(f"{path}: must hold a JSON object")
-    default_ids = None
+    default_ids = num_layers = draft_vocab_size = None
     if target_config is not None:
-        default_ids = default_aux_layer_ids(target_config.get_text_config().num_hidden_layers)
-    return head_config_from_export(raw, where=str(path), default_aux_layer_ids=default_ids)
+        text = target_config.get_text_config()
+        num_layers = int(text.num_hidden_layers)
+        default_ids = default_aux_layer_ids(num_layers)
+        t2d = _eagle2_draft_vocab(Path(head_dir), int(text.vocab_size))
+        draft_vocab_size = None if t2d is None else int(t2d.sum())
+    return head_config_from_export(
+        raw,
+        where=str(path),
+        default_aux_layer_ids=default_ids,
+        num_target_layers=num_layers,
+        draft_vocab_size=draft_vocab_size,
+    )
+
+
+def _eagle2_draft_vocab(head_dir: Path, vocab_size: int) -> torch.Tensor | None:
+    try:
+        return eagle2_format.read_draft_vocab(head_dir, vocab_size)
+    except ValueError as exc:
+        raise InvalidHeadError(str(exc)) from exc
 
 
 def read_head_tensors(head_dir: Path) -> dict[str, torch.Tensor]:
@@ -86,7 +105,9 @@ def _check_against_target(config: Eagle3HeadConfig, target_config: PretrainedCon
         if head_value != target_value:
             raise InvalidHeadError(f"{where}: field {name!r} is {head_value}, the target's is {target_value}")
     try:
-        check_aux_layer_ids(config.aux_layer_ids, int(text.num_hidden_layers))
+        check_aux_layer_ids(
+            config.aux_layer_ids, int(text.num_hidden_layers), final=config.variant == "eagle2"
+        )
     except ValueError as exc:
         raise InvalidHeadError(
             f"{where}: field 'eagle_config.eagle_aux_hidden_state_layer_ids': {exc}"
@@ -166,11 +187,23 @@ def validate_head(
     _check_against_target(config, target_config, str(head_dir / CONFIG_FILE))
     tensors = read_head_tensors(head_dir)
     where = str(head_dir / WEIGHTS_FILE)
-    if config.draft_vocab_size == config.vocab_size and "d2t" not in tensors and "t2d" not in tensors:
+    if config.variant == "eagle2":
+        # Only the trained weights are in model.safetensors; the maps come from draft_vocab.json.
+        t2d = _eagle2_draft_vocab(head_dir, config.vocab_size)
+        if t2d is None:
+            t2d = torch.ones(config.vocab_size, dtype=torch.bool)
+        if "d2t" in tensors or "t2d" in tensors:
+            raise InvalidHeadError(
+                f"{where}: an EAGLE-2 head keeps d2t/t2d out of model.safetensors (vLLM fails on them)"
+            )
+        _check_tensor_shapes(config, tensors, where)
+        tensors = {**tensors, "d2t": eagle2_format.d2t_of(t2d), "t2d": t2d}
+    elif config.draft_vocab_size == config.vocab_size and "d2t" not in tensors and "t2d" not in tensors:
         # Full-vocabulary heads may omit the maps; they are the identity.
         tensors["d2t"] = torch.zeros(config.draft_vocab_size, dtype=torch.long)
         tensors["t2d"] = torch.ones(config.vocab_size, dtype=torch.bool)
-    _check_tensor_shapes(config, tensors, where)
+    if config.variant == "eagle3":
+        _check_tensor_shapes(config, tensors, where)
     check_draft_vocab(tensors["d2t"], tensors["t2d"], where=where)
     has_embed, warnings = _check_embeddings(tensors, target_embeddings, where)
     trained = [t for name, t in tensors.items() if name not in ("d2t", "t2d") and "embed_tokens" not in name]
@@ -183,5 +216,6 @@ def validate_head(
         aux_layer_id_convention=AUX_LAYER_ID_CONVENTION,
         draft_vocab_size=config.draft_vocab_size,
         has_embed_tokens=has_embed,
+        draft_vocab_mask=tensors["t2d"],
         warnings=warnings,
     )

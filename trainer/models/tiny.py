@@ -2,9 +2,10 @@
 
 Each keeps what makes its architecture distinct (Qwen3's q/k norms, Qwen3-MoE's routed
 experts next to a dense layer, GPT-OSS's alternating sliding/full attention, sinks and
-biased experts) at a width that trains in milliseconds on a CPU. ``write_tiny_target``
-saves one with a byte-level ChatML tokenizer, so a directory looks like a real target
-to everything that loads one (training, the engine, the worker).
+biased experts, Qwen3-Next's linear-attention layers between full-attention ones) at a
+width that trains in milliseconds on a CPU. ``write_tiny_target`` saves one with a
+byte-level ChatML tokenizer, so a directory looks like a real target to everything that
+loads one (training, the engine, the worker).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ _MODEL_TYPES = {
     "Qwen3ForCausalLM": "qwen3",
     "Qwen3MoeForCausalLM": "qwen3_moe",
     "GptOssForCausalLM": "gpt_oss",
+    "Qwen3NextForCausalLM": "qwen3_next",
 }
 
 # Eight layers so EAGLE-3's default taps (2, N//2, N-3) are three distinct layers.
@@ -61,6 +63,20 @@ _SPECIFIC: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 2,
         "moe_intermediate_size": 32,
         "mlp_only_layers": [0],  # one dense layer among the sparse ones, as some checkpoints have
+    },
+    # Hybrid like the released model: three linear-attention (gated delta rule) layers to
+    # each full-attention one, every layer a routed MoE with a shared expert, partial RoPE.
+    "Qwen3NextForCausalLM": {
+        "tie_word_embeddings": False,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 32,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4,
     },
     "GptOssForCausalLM": {
         "tie_word_embeddings": False,

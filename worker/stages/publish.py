@@ -20,6 +20,7 @@ from core.output_layout import (
     HEAD_CONFIG,
     HEAD_DIR,
     HEAD_FILES,
+    OPTIONAL_HEAD_FILES,
     TRAINING_METRICS,
 )
 from trainer.file_digest import sha256_of
@@ -79,6 +80,9 @@ def _local_outputs(ctx: JobContext) -> dict[str, Path]:
     train = required(ctx.artifacts.train, "the training result")
     benchmark = required(ctx.artifacts.benchmark, "the benchmark report")
     files = {HEAD_DIR + name: train.head_dir / name for name in HEAD_FILES}
+    for name in OPTIONAL_HEAD_FILES:
+        if (train.head_dir / name).is_file():
+            files[HEAD_DIR + name] = train.head_dir / name
     files[BENCHMARK_JSON] = benchmark.json_path
     files[BENCHMARK_CSV] = benchmark.csv_path
     files[TRAINING_METRICS] = train.metrics_path

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from core.job_errors import JobFailedError
-from core.output_layout import HEAD_DIR, HEAD_FILES, TRAIN_RESULT, TRAIN_RUN, TRAINING_METRICS
+from core.output_layout import (
+    HEAD_DIR,
+    HEAD_FILES,
+    OPTIONAL_HEAD_FILES,
+    TRAIN_RESULT,
+    TRAIN_RUN,
+    TRAINING_METRICS,
+)
 from core.s3 import S3Location, s3_client
 from core.s3_store import S3Store
 from trainer.config import TrainConfig
@@ -150,7 +157,8 @@ def _stage_outputs(ctx: JobContext, run_dir: Path, result: TrainResult, cache: J
     layout = ctx.layout
     head_dir = run_dir / HEAD_DIRNAME
     ctx.report("Staging the trained head and its metrics", fraction=0.99)
-    for name in HEAD_FILES:
+    optional = [name for name in OPTIONAL_HEAD_FILES if (head_dir / name).is_file()]
+    for name in (*HEAD_FILES, *optional):
         ctx.s3.upload_file(head_dir / name, layout.staged(HEAD_DIR + name))
     ctx.s3.upload_file(run_dir / METRICS_FILE, layout.staged(TRAINING_METRICS))
     document = result.model_dump(mode="json")
@@ -175,6 +183,9 @@ def _reuse_finished_training(ctx: JobContext, sync: RunDirectorySync) -> None:
     run_dir = sync.run_dir
     for name in HEAD_FILES:
         ctx.s3.download(layout.staged(HEAD_DIR + name), run_dir / HEAD_DIRNAME / name)
+    for name in OPTIONAL_HEAD_FILES:
+        if ctx.s3.head(layout.staged(HEAD_DIR + name)) is not None:
+            ctx.s3.download(layout.staged(HEAD_DIR + name), run_dir / HEAD_DIRNAME / name)
     ctx.s3.download(layout.staged(TRAINING_METRICS), run_dir / METRICS_FILE)
     _set_output(ctx, run_dir, ctx.s3.read_json(layout.staged(TRAIN_RESULT)))
     ctx.report("Reusing the head trained by an earlier run", fraction=1.0)

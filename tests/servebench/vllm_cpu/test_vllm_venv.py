@@ -65,21 +65,35 @@ def _no_commands(command: list[str], what: str, env: dict[str, str] | None = Non
     raise AssertionError(f"a reused venv must not run {what}: {command}")
 
 
+def _head(directory: Path, architecture: str) -> Path:
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps({"architectures": [architecture]}))
+    return directory
+
+
 def test_vllm_command_serves_a_head_with_a_fixed_k(tmp_path: Path) -> None:
     venv = VllmVenv(tmp_path)
-    spec = ServerSpec(
-        model_dir=Path("/m"), served_model_name="smol", head_dir=Path("/h"), num_speculative_tokens=4
-    )
+    head = _head(tmp_path / "h", "LlamaForCausalLMEagle3")
+    spec = ServerSpec(model_dir=Path("/m"), served_model_name="smol", head_dir=head, num_speculative_tokens=4)
 
     command = vllm_command(venv, spec, 8123)
 
     assert command[:3] == [str(tmp_path / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server"]
     speculative = json.loads(command[command.index("--speculative-config") + 1])
-    assert speculative == {"method": "eagle3", "model": "/h", "num_speculative_tokens": 4}
+    assert speculative == {"method": "eagle3", "model": str(head), "num_speculative_tokens": 4}
     assert command[command.index("--port") + 1] == "8123"
     assert "--no-enable-prefix-caching" in command
     with pytest.raises(ValueError, match="no adaptive mode"):
-        vllm_command(venv, ServerSpec(model_dir=Path("/m"), served_model_name="s", head_dir=Path("/h")), 1)
+        vllm_command(venv, ServerSpec(model_dir=Path("/m"), served_model_name="s", head_dir=head), 1)
+
+
+def test_an_eagle2_head_is_served_with_vllms_eagle_method(tmp_path: Path) -> None:
+    head = _head(tmp_path / "h", "EagleLlamaForCausalLM")
+    spec = ServerSpec(model_dir=Path("/m"), served_model_name="smol", head_dir=head, num_speculative_tokens=3)
+
+    command = vllm_command(VllmVenv(tmp_path), spec, 8123)
+
+    assert json.loads(command[command.index("--speculative-config") + 1])["method"] == "eagle"
 
 
 def test_eaglenest_command_is_adaptive_unless_k_is_given() -> None:

@@ -80,8 +80,9 @@ def test_reading_before_any_forward_says_what_to_do() -> None:
 
 def test_out_of_range_aux_layer_is_rejected_with_the_valid_range() -> None:
     model = build_tiny_target("LlamaForCausalLM", vocab_size=300)
-    with pytest.raises(ValueError, match=r"\[8\] are out of range .* 8 decoder layers \(valid: 0\.\.7"):
-        TargetFeatureCapture(model, [2, 4, 8])
+    # 8 is the final norm's output (EAGLE-2's feature); 9 is past everything.
+    with pytest.raises(ValueError, match=r"\[9\] are out of range .* 8 decoder layers \(valid: 0\.\.8"):
+        TargetFeatureCapture(model, [2, 4, 9])
 
 
 @pytest.mark.parametrize("architecture", SUPPORTED_ARCHITECTURES)
@@ -104,3 +105,16 @@ def test_config_without_architectures_is_rejected() -> None:
         UnsupportedArchitectureError, match=r"declares no 'architectures'.*model_type='llama'"
     ):
         check_supported(LlamaConfig())
+
+
+@pytest.mark.parametrize("architecture", SUPPORTED_ARCHITECTURES)
+def test_id_past_the_last_layer_captures_the_final_normed_state(architecture: str) -> None:
+    """EAGLE-2's feature, id N, is transformers' hidden_states[N]: the final norm's output."""
+    model = build_tiny_target(architecture, vocab_size=300)
+    layers = len(decoder_layers(model))
+    input_ids = torch.randint(3, 300, (2, 12))
+    with torch.no_grad(), TargetFeatureCapture(model, [layers]) as capture:
+        out = model(input_ids, output_hidden_states=True)
+        feature = capture.aux_hidden_states()
+    torch.testing.assert_close(feature, out.hidden_states[layers])
+    torch.testing.assert_close(model.lm_head(feature), out.logits)

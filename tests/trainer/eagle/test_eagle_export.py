@@ -206,7 +206,7 @@ CONFIG_PROBLEMS: list[tuple[str, Callable[[dict[str, Any]], object], str]] = [
     (
         "two aux layers",
         lambda c: c["eagle_config"].update({"eagle_aux_hidden_state_layer_ids": [2, 4]}),
-        r"aux_layer_ids must name 3 target layers",
+        r"aux_layer_ids must name 3 target layer\(s\) for eagle3",
     ),
     (
         "no aux features",
