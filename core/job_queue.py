@@ -11,7 +11,7 @@ import logging
 from celery import Celery
 
 from core.celery_config import celery_config
-from core.task_names import RUN_OPTIMIZATION_JOB
+from core.task_names import DISTIL_SHARD, RUN_OPTIMIZATION_JOB
 from db.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
@@ -28,6 +28,11 @@ def producer_app(settings: Settings | None = None) -> Celery:
         app.conf.update(celery_config(settings))
         _producers[key] = app
     return _producers[key]
+
+
+def queue_for_job(settings: Settings, deployment_instance_type: str) -> str:
+    """The Celery queue a job (and its distillation shards) runs on."""
+    return settings.worker_queue
 
 
 def enqueue_optimization_job(job_id: int, task_id: str | None = None) -> str:
@@ -57,3 +62,16 @@ def request_stop(job_id: int, task_id: str | None) -> None:
         return
     producer_app().control.revoke(task_id)
     logger.info("revoked task %s of optimization job %s", task_id, job_id)
+
+
+def enqueue_distillation_shard(job_id: int, index: int, *, queue: str) -> str:
+    """Queue one shard of the job's distillation on the job's queue; returns the task id."""
+    result = producer_app().send_task(DISTIL_SHARD, args=[job_id, index], queue=queue)
+    logger.info("queued shard %s of optimization job %s as task %s on %s", index, job_id, result.id, queue)
+    return str(result.id)
+
+
+def revoke_tasks(task_ids: list[str]) -> None:
+    """Drop queued copies of these tasks on every worker (running ones stop by themselves)."""
+    if task_ids:
+        producer_app().control.revoke(task_ids)

@@ -145,6 +145,19 @@ class Settings(BaseSettings):
         description="ServingBenchmarkConfig fields for every job's benchmark "
         '(JSON: {"concurrency": [1, 4], "requests_per_level": 8}).',
     )
+    # --- distillation fan-out (worker.fanout): a job's replies written by every worker of its queue
+    distillation_shard_conversations: int = Field(
+        default=0,
+        ge=0,
+        description="Fan a job's distillation out as Celery tasks of about this many conversations "
+        "(rounded up to whole chunks of 8 generation batches) to every worker of the job's queue; "
+        "0: the job's own worker distils everything.",
+    )
+    distillation_shard_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="A shard whose worker sent no heartbeat for this long is given to another worker.",
+    )
     recommended_inference_image: str = Field(
         default="vllm/vllm-openai:latest",
         description="OptimizationOutput.RecommendedInferenceImage when the source model names no image.",

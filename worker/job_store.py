@@ -220,6 +220,14 @@ class JobStore:
                 stop_requested=job.status is not OptimizationJobStatus.INPROGRESS, superseded=False
             )
 
+    def running_job(self, job_id: int) -> JobSpec | None:
+        """The job while it is INPROGRESS (its shards run only then); None when it is not."""
+        with self.unit_of_work() as session:
+            job = get_optimization_job_by_id(session, job_id=job_id)
+            if job is None or job.status != OptimizationJobStatus.INPROGRESS:
+                return None
+            return JobSpec.from_row(job)
+
     def is_stop_requested(self, job_id: int) -> bool:
         """The cooperative stop flag: StopOptimizationJob set STOPPING (or the job is gone)."""
         with self.unit_of_work() as session:
