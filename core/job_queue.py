@@ -7,11 +7,14 @@ module, so nothing here pulls in the pipeline, torch or the worker package.
 from __future__ import annotations
 
 import logging
+from fnmatch import fnmatchcase
 
 from celery import Celery
 
 from core.celery_config import celery_config
 from core.task_names import DISTIL_SHARD, RUN_OPTIMIZATION_JOB
+from db.queries.optimization_job import get_optimization_job_by_id
+from db.session import session_scope
 from db.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
@@ -31,8 +34,21 @@ def producer_app(settings: Settings | None = None) -> Celery:
 
 
 def queue_for_job(settings: Settings, deployment_instance_type: str) -> str:
-    """The Celery queue a job (and its distillation shards) runs on."""
+    """The Celery queue a job (and its distillation shards) runs on: the first pattern of
+    ``instance_type_queues`` its DeploymentInstanceType matches, else ``worker_queue``."""
+    for pattern, queue in settings.instance_type_queues.items():
+        if fnmatchcase(deployment_instance_type, pattern):
+            return queue
     return settings.worker_queue
+
+
+def _queue_of_job(settings: Settings, job_id: int) -> str:
+    """The job's queue, from its row (the api, the reaper and Stop all know only the id)."""
+    if not settings.instance_type_queues:
+        return settings.worker_queue  # one queue for every job: no need to read the row
+    with session_scope() as session:
+        job = get_optimization_job_by_id(session, job_id=job_id)
+        return queue_for_job(settings, "" if job is None else job.deployment_instance_type)
 
 
 def enqueue_optimization_job(job_id: int, task_id: str | None = None) -> str:
@@ -42,7 +58,7 @@ def enqueue_optimization_job(job_id: int, task_id: str | None = None) -> str:
     """
     settings = get_settings()
     result = producer_app(settings).send_task(
-        RUN_OPTIMIZATION_JOB, args=[job_id], queue=settings.worker_queue, task_id=task_id
+        RUN_OPTIMIZATION_JOB, args=[job_id], queue=_queue_of_job(settings, job_id), task_id=task_id
     )
     logger.info("queued optimization job %s as task %s", job_id, result.id)
     return str(result.id)

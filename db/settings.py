@@ -33,6 +33,12 @@ class Settings(BaseSettings):
         default="optimization-jobs",
         description="Celery queue the api enqueues jobs on and workers consume (tests use their own).",
     )
+    instance_type_queues: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="Queue of a job by its DeploymentInstanceType: shell patterns to queue names, first "
+        'match wins (JSON: {"ml.g5.*": "gpu", "ml.p4d.*": "gpu"}); a type no pattern matches goes to '
+        "worker_queue. Workers pick their queues with `eaglenest worker --queues`.",
+    )
     worker_shutdown_grace_seconds: float = Field(
         default=30.0,
         ge=0,
@@ -207,6 +213,14 @@ class Settings(BaseSettings):
         return (
             [name.strip() for name in value.split(",") if name.strip()] if isinstance(value, str) else value
         )
+
+    @field_validator("instance_type_queues", mode="before")
+    @classmethod
+    def _parse_queue_mapping(cls, value: Any) -> Any:
+        """JSON from the environment; empty (compose's default) is no mapping."""
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else {}
+        return value
 
     @field_validator("previous_secret_keys", mode="before")
     @classmethod

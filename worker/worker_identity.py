@@ -6,8 +6,15 @@ import os
 import socket
 
 import torch
+from pydantic import BaseModel
 
-from worker.fanout.layout import WorkerIdentity
+
+class WorkerIdentity(BaseModel):
+    """Who ran a piece of a job: hostname, process and device."""
+
+    hostname: str
+    pid: int
+    device: str
 
 
 def current_device() -> str:

@@ -114,6 +114,7 @@ class ShardCoordinator:
                 stage=self.ctx.stage,
                 message=f"Shard {layout.index}: {result.records} records, {result.generated_tokens} tokens "
                 f"in {result.seconds:.0f} s on {worker.hostname} (pid {worker.pid}, {worker.device})",
+                worker=worker.model_dump(),
             )
 
     def _free(self, pending: list[int]) -> list[int]:

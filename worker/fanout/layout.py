@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from core.output_layout import OutputLayout
 from core.s3 import S3Location
+from worker.worker_identity import WorkerIdentity
 
 ROOT = "distillation/"
 PLAN = ROOT + "plan.json"
@@ -52,14 +53,6 @@ class ShardLayout:
     @property
     def result(self) -> S3Location:
         return self._child("result.json")
-
-
-class WorkerIdentity(BaseModel):
-    """Who ran a piece of a job: hostname, process and device."""
-
-    hostname: str
-    pid: int
-    device: str
 
 
 class ShardSpec(BaseModel):

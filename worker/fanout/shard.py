@@ -34,11 +34,10 @@ from worker.fanout.layout import (
     ShardHeartbeat,
     ShardLayout,
     ShardResult,
-    WorkerIdentity,
 )
 from worker.job_store import JobStore
 from worker.s3_snapshot import S3Snapshot, SnapshotEntry
-from worker.worker_identity import current_worker
+from worker.worker_identity import WorkerIdentity, current_worker
 
 logger = logging.getLogger(__name__)
 
