@@ -168,3 +168,31 @@ def test_stop_ends_every_shard(
     assert shard_files() == after_stop
     assert any(file is not None for file in after_stop)  # the shards had started
     assert all(worker.is_running() for worker in workers)
+
+
+def test_the_distillation_deadline_ends_the_shards_and_training_goes_on_with_what_they_wrote(
+    worker_jobs: WorkerJobs, worker_settings: Settings, start_celery_worker: StartCeleryWorker, inputs: Inputs
+) -> None:
+    """EAGLE_TRAIN_MAX_MINUTES=0.15: 9 s, 70 % of it (regenerate_budget_fraction) to distil."""
+    settings = _settings(worker_settings, inputs.uri("cache-deadline/")) | FANOUT
+    settings["train_overrides"] = settings["train_overrides"] | {"regenerate_max_new_tokens": 200}
+    for _ in range(2):
+        start_celery_worker(**settings)
+    inputs.text("data/train/part-0.jsonl", sharegpt_jsonl(CONVERSATIONS))
+    output_uri = inputs.uri("out/deadline/")
+    name = _job(
+        worker_jobs,
+        model_source={"S3": {"S3Uri": inputs.model()}},
+        data_source={"S3Uri": inputs.uri("data/train/"), "S3DataType": "S3Prefix"},
+        output_uri=output_uri,
+        environment=DISTILLING | {"EAGLE_TRAIN_MAX_MINUTES": "0.15"},
+    )
+    lineage = inputs.published(output_uri, _completed(worker_jobs, name)).lineage
+
+    fanout = lineage["distillation_fanout"]
+    cut = fanout["missing_shards"] or [s["index"] for s in fanout["shards"] if s["stopped"]]
+    assert cut, fanout  # the deadline came before every reply was written
+    assert 0 < fanout["records"] < CONVERSATIONS
+    # The shards stopped at the deadline (6.3 s after planning), not when their work was done.
+    assert fanout["seconds"] < 0.7 * 9 + FANOUT["distillation_shard_lease_seconds"] + 5
+    assert lineage["distillation_cache"]["new"] == fanout["records"]
