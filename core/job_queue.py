@@ -7,11 +7,14 @@ module, so nothing here pulls in the pipeline, torch or the worker package.
 from __future__ import annotations
 
 import logging
+from fnmatch import fnmatchcase
 
 from celery import Celery
 
 from core.celery_config import celery_config
-from core.task_names import RUN_OPTIMIZATION_JOB
+from core.task_names import DISTIL_SHARD, RUN_OPTIMIZATION_JOB
+from db.queries.optimization_job import get_optimization_job_by_id
+from db.session import session_scope
 from db.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
@@ -30,6 +33,24 @@ def producer_app(settings: Settings | None = None) -> Celery:
     return _producers[key]
 
 
+def queue_for_job(settings: Settings, deployment_instance_type: str) -> str:
+    """The Celery queue a job (and its distillation shards) runs on: the first pattern of
+    ``instance_type_queues`` its DeploymentInstanceType matches, else ``worker_queue``."""
+    for pattern, queue in settings.instance_type_queues.items():
+        if fnmatchcase(deployment_instance_type, pattern):
+            return queue
+    return settings.worker_queue
+
+
+def _queue_of_job(settings: Settings, job_id: int) -> str:
+    """The job's queue, from its row (the api, the reaper and Stop all know only the id)."""
+    if not settings.instance_type_queues:
+        return settings.worker_queue  # one queue for every job: no need to read the row
+    with session_scope() as session:
+        job = get_optimization_job_by_id(session, job_id=job_id)
+        return queue_for_job(settings, "" if job is None else job.deployment_instance_type)
+
+
 def enqueue_optimization_job(job_id: int, task_id: str | None = None) -> str:
     """Queue the job's run by id and return the Celery task id (``task_id`` when given).
 
@@ -37,7 +58,7 @@ def enqueue_optimization_job(job_id: int, task_id: str | None = None) -> str:
     """
     settings = get_settings()
     result = producer_app(settings).send_task(
-        RUN_OPTIMIZATION_JOB, args=[job_id], queue=settings.worker_queue, task_id=task_id
+        RUN_OPTIMIZATION_JOB, args=[job_id], queue=_queue_of_job(settings, job_id), task_id=task_id
     )
     logger.info("queued optimization job %s as task %s", job_id, result.id)
     return str(result.id)
@@ -57,3 +78,16 @@ def request_stop(job_id: int, task_id: str | None) -> None:
         return
     producer_app().control.revoke(task_id)
     logger.info("revoked task %s of optimization job %s", task_id, job_id)
+
+
+def enqueue_distillation_shard(job_id: int, index: int, *, queue: str) -> str:
+    """Queue one shard of the job's distillation on the job's queue; returns the task id."""
+    result = producer_app().send_task(DISTIL_SHARD, args=[job_id, index], queue=queue)
+    logger.info("queued shard %s of optimization job %s as task %s on %s", index, job_id, result.id, queue)
+    return str(result.id)
+
+
+def revoke_tasks(task_ids: list[str]) -> None:
+    """Drop queued copies of these tasks on every worker (running ones stop by themselves)."""
+    if task_ids:
+        producer_app().control.revoke(task_ids)

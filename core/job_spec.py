@@ -58,6 +58,8 @@ class JobSpec:
     stopping_condition: StoppingCondition
     started_at: datetime | None
     created_at: datetime
+    # Chooses the Celery queue the job and its distillation shards run on (core.job_queue).
+    deployment_instance_type: str = ""
 
     @classmethod
     def from_row(cls, job: OptimizationJob) -> JobSpec:
@@ -89,6 +91,7 @@ class JobSpec:
             ),
             started_at=job.started_at,
             created_at=job.created_at,
+            deployment_instance_type=job.deployment_instance_type,
         )
 
     @property

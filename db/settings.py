@@ -33,6 +33,12 @@ class Settings(BaseSettings):
         default="optimization-jobs",
         description="Celery queue the api enqueues jobs on and workers consume (tests use their own).",
     )
+    instance_type_queues: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="Queue of a job by its DeploymentInstanceType: shell patterns to queue names, first "
+        'match wins (JSON: {"ml.g5.*": "gpu", "ml.p4d.*": "gpu"}); a type no pattern matches goes to '
+        "worker_queue. Workers pick their queues with `eaglenest worker --queues`.",
+    )
     worker_shutdown_grace_seconds: float = Field(
         default=30.0,
         ge=0,
@@ -157,6 +163,19 @@ class Settings(BaseSettings):
         description="ServingBenchmarkConfig fields for every job's benchmark "
         '(JSON: {"concurrency": [1, 4], "requests_per_level": 8}).',
     )
+    # --- distillation fan-out (worker.fanout): a job's replies written by every worker of its queue
+    distillation_shard_conversations: int = Field(
+        default=0,
+        ge=0,
+        description="Fan a job's distillation out as Celery tasks of about this many conversations "
+        "(rounded up to whole chunks of 8 generation batches) to every worker of the job's queue; "
+        "0: the job's own worker distils everything.",
+    )
+    distillation_shard_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="A shard whose worker sent no heartbeat for this long is given to another worker.",
+    )
     recommended_inference_image: str = Field(
         default="vllm/vllm-openai:latest",
         description="OptimizationOutput.RecommendedInferenceImage when the source model names no image.",
@@ -206,6 +225,14 @@ class Settings(BaseSettings):
         return (
             [name.strip() for name in value.split(",") if name.strip()] if isinstance(value, str) else value
         )
+
+    @field_validator("instance_type_queues", mode="before")
+    @classmethod
+    def _parse_queue_mapping(cls, value: Any) -> Any:
+        """JSON from the environment; empty (compose's default) is no mapping."""
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else {}
+        return value
 
     @field_validator("previous_secret_keys", mode="before")
     @classmethod

@@ -63,6 +63,12 @@ def register_stack_commands(subparsers: Any) -> None:
     worker.add_argument("--loglevel", default="INFO", help="Celery log level (default: INFO)")
     worker.add_argument("--hostname", default=None, help="Celery node name (default: celery@<host>)")
     worker.add_argument(
+        "--queues",
+        default=None,
+        help="comma-separated queues to consume (default: EAGLENEST_WORKER_QUEUE); a GPU worker takes "
+        "the queue EAGLENEST_INSTANCE_TYPE_QUEUES maps GPU instance types to, e.g. --queues gpu",
+    )
+    worker.add_argument(
         "--endpoints",
         action="store_true",
         help="serve endpoints instead: consume the EAGLENEST_ENDPOINT_INSTANCE_TYPES queues and run "
@@ -89,7 +95,14 @@ def run_worker(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    main(worker_argv(concurrency=args.concurrency_given or 1, loglevel=args.loglevel, hostname=args.hostname))
+    main(
+        worker_argv(
+            concurrency=args.concurrency_given or 1,
+            loglevel=args.loglevel,
+            hostname=args.hostname,
+            queues=None if args.queues is None else [q.strip() for q in args.queues.split(",") if q.strip()],
+        )
+    )
     return 0
 
 

@@ -34,6 +34,12 @@ class TrainConfig(BaseModel):
         "trained on as the target's replies without regenerating them; the data's conversations they "
         "answer are skipped, and those held out by this run's split are left out.",
     )
+    distilled_elsewhere: bool = Field(
+        default=False,
+        description="The replies were written before this run (a fanned-out job's shards, given in "
+        "distilled_paths): the run distils nothing and writes no self-instruct prompts; the data's "
+        "conversations distilled_paths do not answer are not trained on. Needs regenerate.",
+    )
     init_head_dir: Path | None = Field(
         default=None,
         description="Existing EAGLE-3 head to fine-tune; its draft vocabulary (d2t/t2d) and aux layers "
@@ -294,6 +300,10 @@ class TrainConfig(BaseModel):
             raise ValueError(
                 "distilled_paths needs regenerate: they stand in for conversations the target would "
                 "otherwise distil"
+            )
+        if self.distilled_elsewhere and not self.regenerate:
+            raise ValueError(
+                "distilled_elsewhere needs regenerate: it says where the distilled replies came from"
             )
         if not self.data_paths and not self.self_instruct_conversations:
             raise ValueError("no training data: give data_paths, self_instruct_conversations, or both")

@@ -37,8 +37,17 @@ def get_celery_app(settings: Settings | None = None) -> Celery:
 celery_app = get_celery_app()
 
 
-def worker_argv(*, concurrency: int = 1, loglevel: str = "INFO", hostname: str | None = None) -> list[str]:
+def worker_argv(
+    *,
+    concurrency: int = 1,
+    loglevel: str = "INFO",
+    hostname: str | None = None,
+    queues: list[str] | None = None,
+) -> list[str]:
+    """``celery worker`` arguments; without ``queues`` it consumes the app's default (worker_queue)."""
     argv = ["worker", f"--loglevel={loglevel}", f"--concurrency={concurrency}", "--pool=prefork"]
+    if queues:
+        argv += ["-Q", ",".join(queues)]
     if hostname:
         argv.append(f"--hostname={hostname}")
     return argv

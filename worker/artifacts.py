@@ -79,10 +79,20 @@ class BenchmarkOutput:
 
 
 @dataclass
+class FannedOutDistillation:
+    """The records the job's shards distilled (one local file per shard) and how they went."""
+
+    shard_files: list[Path]
+    summary: dict[str, Any]  # worker.fanout.layout.MergedDistillation, as JSON
+
+
+@dataclass
 class JobArtifacts:
     model: BaseModelInput | None = None
     base_head: HeadInput | None = None
     data: TrainingDataInput | None = None
+    # Stage 'distil' with a fan-out: the shards' records, which training takes as distilled_paths.
+    distilled: FannedOutDistillation | None = None
     train: TrainOutput | None = None
     benchmark: BenchmarkOutput | None = None
     # lineage.json at the output location naming this job: it was published by an earlier run.

@@ -37,6 +37,7 @@ from db.queries.training_point import NewTrainingPoint, add_training_points
 from db.session import session_scope
 from db.types import utc_now
 from worker.outcome import Outcome, final_transition
+from worker.worker_identity import current_worker
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +221,14 @@ class JobStore:
                 stop_requested=job.status is not OptimizationJobStatus.INPROGRESS, superseded=False
             )
 
+    def running_job(self, job_id: int) -> JobSpec | None:
+        """The job while it is INPROGRESS (its shards run only then); None when it is not."""
+        with self.unit_of_work() as session:
+            job = get_optimization_job_by_id(session, job_id=job_id)
+            if job is None or job.status != OptimizationJobStatus.INPROGRESS:
+                return None
+            return JobSpec.from_row(job)
+
     def is_stop_requested(self, job_id: int) -> bool:
         """The cooperative stop flag: StopOptimizationJob set STOPPING (or the job is gone)."""
         with self.unit_of_work() as session:
@@ -237,7 +246,13 @@ class JobStore:
             if job is None:
                 return
             record_job_progress(
-                session, job=job, stage=stage, percent=percent, eta_seconds=eta_seconds, message=message
+                session,
+                job=job,
+                stage=stage,
+                percent=percent,
+                eta_seconds=eta_seconds,
+                message=message,
+                worker=current_worker().model_dump(),
             )
 
     def role_credentials(self, job: JobSpec) -> RoleCredentials:
@@ -257,14 +272,22 @@ class JobStore:
             )
         return credentials
 
-    def record_event(self, job_id: int, *, stage: str, message: str) -> None:
-        """A job event that changes neither status nor stage (a validation warning, say)."""
+    def record_event(
+        self, job_id: int, *, stage: str, message: str, worker: dict[str, Any] | None = None
+    ) -> None:
+        """A job event that changes neither status nor stage (a validation warning, say);
+        ``worker`` names the process it is about (a distillation shard's)."""
         with self.unit_of_work() as session:
             job = get_optimization_job_by_id(session, job_id=job_id)
             if job is not None:
                 session.add(
                     JobEvent(
-                        job_id=job.id, occurred_at=utc_now(), status=job.status, stage=stage, message=message
+                        job_id=job.id,
+                        occurred_at=utc_now(),
+                        status=job.status,
+                        stage=stage,
+                        message=message,
+                        worker=worker,
                     )
                 )
 

@@ -108,6 +108,8 @@ def build_lineage(
         # The shared distillation cache (worker.distillation_cache): its key, the records reused
         # (by part) and the part this job added; None when the operator runs no cache.
         "distillation_cache": train.result.get("distillation_cache"),
+        # Stage 'distil' with a fan-out: each shard's worker, records, tokens and time; None without.
+        "distillation_fanout": train.result.get("distillation_fanout"),
         "benchmark": {
             key: benchmark.report.get(key)
             for key in (

@@ -1,6 +1,6 @@
 """The optimization-job pipeline: an ordered list of stages, each a ``(ctx) -> None`` function.
 
-validate → data → prepare → base → train → benchmark → publish. Every run of a job starts at the
+validate → data → prepare → base → distil → train → benchmark → publish. Every run of a job starts at the
 first stage; each stage finds what an earlier run already did (the local cache, the
 checkpoints and staged results on S3) and skips that work, so a redelivered job resumes
 where it stopped. When 'validate' finds this job's lineage.json already committed at the
@@ -16,6 +16,7 @@ from worker.context import JobContext, StageSpan
 from worker.stages.base_head import provide_base_head
 from worker.stages.benchmark import benchmark_head
 from worker.stages.data import resolve_training_data
+from worker.stages.distil import distil_across_workers
 from worker.stages.prepare import prepare_inputs
 from worker.stages.publish import publish_outputs
 from worker.stages.train import train_head
@@ -42,6 +43,8 @@ def default_stages() -> list[Stage]:
         # Nearly free when the model's base head exists (or none is configured); a training run
         # when this job must build it.
         Stage("base", provide_base_head, weight=2.0),
+        # Nearly free unless distillation_shard_conversations fans the job's distillation out.
+        Stage("distil", distil_across_workers, weight=8.0),
         Stage("train", train_head, weight=20.0),
         Stage("benchmark", benchmark_head, weight=4.0),
         Stage("publish", publish_outputs, weight=1.0, after_commit=True),

@@ -7,7 +7,8 @@ from typing import Any
 from celery import shared_task
 from sqlalchemy.exc import OperationalError
 
-from core.task_names import RUN_OPTIMIZATION_JOB
+from core.task_names import DISTIL_SHARD, RUN_OPTIMIZATION_JOB
+from worker.fanout.shard import run_distillation_shard
 from worker.runner import run_optimization_job
 
 
@@ -28,3 +29,18 @@ def run_optimization_job_task(self: Any, job_id: int) -> str | None:
     # and the claim then drops any copy of the old message that turns up later.
     status = run_optimization_job(job_id, task_id=self.request.id)
     return None if status is None else status.value
+
+
+@shared_task(
+    name=DISTIL_SHARD,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=5,
+    bind=True,
+)
+def distil_shard_task(self: Any, job_id: int, index: int) -> str:
+    # Idempotent like the job's task: a shard already in, or held by a live worker, is left alone.
+    return run_distillation_shard(job_id, index, task_id=self.request.id)

@@ -15,6 +15,7 @@ from core.sagemaker.shapes.optimization_jobs import (
     OptimizationJobSummary,
     OptimizationOutput,
     StoppingCondition,
+    WorkerProcess,
 )
 from db.models.job_event import JobEvent
 from db.models.optimization_job import OptimizationJob
@@ -69,7 +70,11 @@ def optimization_job_detail(
         deployment_recommendation=job.deployment_recommendation,
         events=[
             OptimizationJobEvent(
-                time=event.occurred_at, status=event.status.value, stage=event.stage, message=event.message
+                time=event.occurred_at,
+                status=event.status.value,
+                stage=event.stage,
+                message=event.message,
+                worker=None if event.worker is None else WorkerProcess.model_validate(event.worker),
             )
             for event in events
         ],

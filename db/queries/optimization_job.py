@@ -308,15 +308,21 @@ def record_job_progress(
     percent: float | None,
     eta_seconds: float | None,
     message: str,
+    worker: dict[str, Any] | None = None,
 ) -> None:
-    """Store the worker's latest progress; a change of stage is also recorded as a JobEvent."""
+    """Store the worker's latest progress; a change of stage is also recorded as a JobEvent
+    (naming the ``worker`` process that entered the stage)."""
     if percent is not None and not 0.0 <= percent <= 100.0:
         raise ValueError(f"progress percent must be within 0..100, got {percent}")
     if eta_seconds is not None and eta_seconds < 0:
         raise ValueError(f"eta_seconds must not be negative, got {eta_seconds}")
     now = utc_now()
     if stage != job.stage:
-        session.add(JobEvent(job_id=job.id, occurred_at=now, status=job.status, stage=stage, message=message))
+        session.add(
+            JobEvent(
+                job_id=job.id, occurred_at=now, status=job.status, stage=stage, message=message, worker=worker
+            )
+        )
     job.stage = stage
     job.progress_percent = percent
     job.estimated_completion_at = None if eta_seconds is None else now + timedelta(seconds=eta_seconds)

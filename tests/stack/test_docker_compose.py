@@ -77,7 +77,9 @@ def compose(raw_compose: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_stack_has_every_service(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {"db", "redis", "s3", "prestart", "api", "worker", "endpoints"}
+    assert set(compose["services"]) == {
+        "db", "redis", "s3", "prestart", "api", "worker", "gpu-worker", "endpoints"
+    }  # fmt: skip
     assert compose["services"]["s3"]["image"].startswith("chrislusf/seaweedfs:")
     assert compose["services"]["s3"]["command"][:2] == ["server", "-s3"]
 
@@ -93,7 +95,7 @@ def test_postgres_healthcheck_asks_the_database_itself(compose: dict[str, Any]) 
     assert "pg_isready" in compose["services"]["db"]["healthcheck"]["test"][1]
 
 
-@pytest.mark.parametrize("service", ["api", "worker", "endpoints"])
+@pytest.mark.parametrize("service", ["api", "worker", "gpu-worker", "endpoints"])
 def test_app_services_start_after_migration_and_healthy_dependencies(
     compose: dict[str, Any], service: str
 ) -> None:
@@ -129,7 +131,7 @@ def test_compose_refuses_to_start_without_a_required_variable(
         interpolate(raw_compose, env)
 
 
-@pytest.mark.parametrize("service", ["prestart", "api", "worker", "endpoints"])
+@pytest.mark.parametrize("service", ["prestart", "api", "worker", "gpu-worker", "endpoints"])
 def test_app_environment_is_valid_production_settings(compose: dict[str, Any], service: str) -> None:
     environment = compose["services"][service]["environment"]
     fields = {}
@@ -147,7 +149,7 @@ def test_app_environment_is_valid_production_settings(compose: dict[str, Any], s
     assert settings.s3_endpoint_url == "http://s3:8333"
 
 
-@pytest.mark.parametrize("service", ["api", "worker", "endpoints"])
+@pytest.mark.parametrize("service", ["api", "worker", "gpu-worker", "endpoints"])
 def test_app_commands_are_real_eaglenest_subcommands(compose: dict[str, Any], service: str) -> None:
     args = build_parser().parse_args(compose["services"][service]["command"])
     assert callable(args.handler)
@@ -256,3 +258,16 @@ def test_compose_builds_each_service_from_its_image_target(
     assert build == {"context": ".", "target": target}
     assert target in dockerfile_stages()
     assert compose["services"][service]["image"] == f"eaglenest-{target}:latest"
+
+
+def test_the_gpu_worker_is_opt_in_reserves_a_gpu_and_consumes_the_gpu_queue(compose: dict[str, Any]) -> None:
+    gpu = compose["services"]["gpu-worker"]
+    assert gpu["profiles"] == ["gpu"]  # `docker compose up` without --profile gpu leaves it out
+    [device] = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia"
+    assert device["capabilities"] == ["gpu"]
+    assert gpu["build"]["args"]["TORCH_INDEX_URL"].startswith("https://download.pytorch.org/whl/cu")
+    args = build_parser().parse_args(gpu["command"])
+    assert args.queues == "gpu"
+    assert compose["services"]["worker"]["environment"]["EAGLENEST_WORKER_QUEUE"] == "cpu"
+    assert "--queues" not in compose["services"]["worker"]["command"]  # it takes EAGLENEST_WORKER_QUEUE

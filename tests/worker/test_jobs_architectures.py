@@ -90,7 +90,7 @@ def test_a_whole_job_completes_for_every_architecture(
     assert job["OptimizationJobStatus"] == "COMPLETED", job.get("FailureReason")
 
     stages = [message.split("'")[1] for _, message in jobs.events(name) if message.startswith("Stage '")]
-    assert stages == ["validate", "data", "prepare", "base", "train", "benchmark", "publish"]
+    assert stages == ["validate", "data", "prepare", "base", "distil", "train", "benchmark", "publish"]
     published = read_published(
         s3_client, output_uri, job_arn=job["OptimizationJobArn"], target_dir=target_dir, tmp=tmp_path
     )

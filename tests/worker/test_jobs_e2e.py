@@ -294,7 +294,16 @@ def test_from_scratch_on_own_data_publishes_head_benchmark_metrics_and_lineage(
     ]
     assert lineage["output_model"]["arn"] == model["ModelArn"]
     # A job event is recorded whenever the stage changes.
-    assert _stages(jobs, name) == ["validate", "data", "prepare", "base", "train", "benchmark", "publish"]
+    assert _stages(jobs, name) == [
+        "validate",
+        "data",
+        "prepare",
+        "base",
+        "distil",
+        "train",
+        "benchmark",
+        "publish",
+    ]
 
 
 def test_from_scratch_on_the_builtin_datasets(jobs: WorkerJobs, builtin_catalog: str, inputs: Inputs) -> None:
@@ -404,7 +413,16 @@ def test_a_tar_gz_model_and_head_fine_tuned_on_own_data_from_a_manifest(
     assert lineage["hyperparameters"]["model_dir"] == model_uri
     assert lineage["hyperparameters"]["init_head_dir"] == head_uri
     assert lineage["training"]["steps"] >= 1
-    assert _stages(jobs, name) == ["validate", "data", "prepare", "base", "train", "benchmark", "publish"]
+    assert _stages(jobs, name) == [
+        "validate",
+        "data",
+        "prepare",
+        "base",
+        "distil",
+        "train",
+        "benchmark",
+        "publish",
+    ]
 
 
 def test_an_archive_member_outside_the_model_directory_fails_naming_it(

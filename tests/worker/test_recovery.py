@@ -110,7 +110,7 @@ def test_stop_during_training_checkpoints_and_ends_stopped_within_ten_seconds(
     assert re.match(r"(training: step|(checkpointing|evaluating) at step) \d+/\d+", detail["LastMessage"])
     # Validation warnings (files this tiny model lacks) are events of the validate stage too.
     stages = [event.get("Stage") for event in detail["Events"] if event.get("Stage")]
-    assert list(dict.fromkeys(stages)) == ["validate", "data", "prepare", "base", "train"]
+    assert list(dict.fromkeys(stages)) == ["validate", "data", "prepare", "base", "distil", "train"]
 
     stopped_at = time.monotonic()
     jobs.stop(name)

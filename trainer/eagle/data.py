@@ -24,34 +24,24 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trainer.config import TrainConfig
 from trainer.data.files import expand_data_paths
 from trainer.data.formats.sharegpt import to_record
-from trainer.data.loader import load_conversations
-from trainer.data.regenerate import regenerate_conversations, sampling_mode
+from trainer.data.regenerate import sampling_mode
 from trainer.data.schema import Conversation
-from trainer.data.split import content_key, split_holdout
-from trainer.data.summary import LoadResult, LoadSummary
+from trainer.data.split import content_key
 from trainer.data.tokenize import (
-    ChatTemplateError,
     TokenizedConversation,
-    render_chat,
     tokenize_conversations,
 )
 from trainer.eagle.budget_clock import Clock
 from trainer.eagle.continuation import (
-    ContinuationResult,
-    context_of,
-    continue_conversations,
     distilled_loss_mask,
     fixed_opening,
 )
+from trainer.eagle.distillation import distil_chunks, distilled_records, select_conversations
 from trainer.eagle.distilled import (
     DistilledRecord,
-    answer_room,
-    origin_of,
     origins_of,
-    read_distilled,
     write_distilled,
 )
-from trainer.eagle.features import FEATURE_DTYPES, final_dtype_for
 from trainer.eagle.prompt_openings import task_openings
 from trainer.eagle.reporting import Stage
 from trainer.eagle.self_instruct import synthesize_prompts
@@ -133,6 +123,7 @@ def data_fingerprint(config: TrainConfig) -> str:
         "self_instruct_top_p",
         "self_instruct_max_prompt_tokens",
         "self_instruct_openings",
+        "distilled_elsewhere",
         "seed",
     ]
     payload = {"model": model, "files": files, **{k: getattr(config, k) for k in keys}}
@@ -187,86 +178,6 @@ def load_prepared(out_dir: Path, fingerprint: str) -> PreparedData | None:
     )
 
 
-def _first_turns(conversation: Conversation, max_turns: int | None) -> Conversation:
-    """Cut after the ``max_turns``-th assistant turn (regeneration cost grows with every turn)."""
-    if max_turns is None:
-        return conversation
-    seen = 0
-    for index, message in enumerate(conversation.messages):
-        if message.role == "assistant":
-            seen += 1
-            if seen == max_turns:
-                return Conversation(messages=conversation.messages[: index + 1], source=conversation.source)
-    return conversation
-
-
-def _prompt_tokens(tokenizer: PreTrainedTokenizerBase, conversation: Conversation) -> int | None:
-    """Tokens of the prompt of the first answer to regenerate; None if the template rejects it."""
-    messages = conversation.as_dicts()
-    first_answer = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
-    try:
-        text = render_chat(tokenizer, messages[:first_answer], add_generation_prompt=True)
-    except ChatTemplateError:
-        return None
-    return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
-
-
-def regeneration_order(
-    config: TrainConfig, tokenizer: PreTrainedTokenizerBase, conversations: Sequence[Conversation]
-) -> list[Conversation]:
-    """One chunk of conversations, ready to regenerate.
-
-    Each conversation is cut to ``regenerate_max_turns`` answers. One whose prompt leaves
-    no room for an answer within ``max_length`` is dropped: tokenisation would cut its
-    answer off. The rest are sorted by prompt length so that a batch pads little.
-    """
-    room = answer_room(config)
-    measured = []
-    for conversation in conversations:
-        cut = _first_turns(conversation, config.regenerate_max_turns)
-        tokens = _prompt_tokens(tokenizer, cut)
-        if tokens is not None and tokens <= room:
-            measured.append((tokens, cut))
-    return [c for _, c in sorted(measured, key=lambda item: item[0])]
-
-
-def _offset_report(report: ReportFn, offset: int, total: int) -> Callable[[int, int], None]:
-    """Regeneration progress of one chunk, counted over all conversations."""
-    return lambda done, _chunk_total: report("regenerating", offset + done, total)
-
-
-def _continue_last_turns(  # noqa: PLR0917 - private helper of _regenerate
-    config: TrainConfig,
-    generator: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    conversations: Sequence[Conversation],
-    chunk_number: int,
-    progress: Callable[[int, int], None],
-    should_stop: Callable[[], bool],
-    feature_layers: list[int] | None,
-) -> ContinuationResult:
-    """One chunk through ``continue_conversations``, shortest prompts first (little padding)."""
-    room = min(config.regenerate_max_prompt_tokens, answer_room(config))
-    contexts = [context_of(c, tokenizer, max_prompt_tokens=room) for c in conversations]
-    ordered = sorted((c for c in contexts if c is not None), key=lambda c: len(c.prompt_ids))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed + chunk_number)
-        return continue_conversations(
-            generator,
-            tokenizer,
-            ordered,
-            max_new_tokens=config.regenerate_max_new_tokens,
-            batch_size=config.regenerate_batch_size,
-            temperature=config.regenerate_temperature,
-            top_p=config.regenerate_top_p,
-            should_stop=should_stop,
-            progress=lambda done: progress(done, len(ordered)),
-            feature_layers=feature_layers,
-            feature_dtypes=(FEATURE_DTYPES[config.feature_dtype], final_dtype_for(config.feature_dtype)),
-            context_loss=config.context_loss,
-        )
-
-
 @dataclass
 class _Distillation:
     conversations: list[Conversation]
@@ -293,74 +204,51 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     """The target's replies to ``conversations`` (and to its own prompts with self-instruct,
     none of them one of the ``answered`` origins that earlier runs distilled)."""
     by_source = origins_of(conversations)
-    reply_from: list[int] = []
 
     def stop_regenerating() -> bool:
         return should_stop() or (deadline is not None and clock() >= deadline)
 
-    # Generation is dominated by reading the weights once per token: a bfloat16 copy halves
-    # that traffic and multiplies with native bf16 kernels (about 1.5-2x faster here). The
-    # teacher signal is still computed from the float32 weights afterwards.
-    generator = copy.deepcopy(target).to(torch.bfloat16) if bf16 else target  # type: ignore[arg-type]
-    # Chunks of eight batches, in the shuffled order: a budget-limited run draws evenly from
-    # the whole data set, and prompts are measured (rendered, tokenised) only as needed.
-    chunk = 8 * config.regenerate_batch_size
+    generator = generation_copy(target, bf16=bf16)
     stats.regeneration_mode = sampling_mode(config.regenerate_temperature, config.regenerate_top_p)
-    regenerated: list[Conversation] = []
-    samples: list[TokenizedConversation] = []
     started = clock()
     if config.self_instruct_conversations:
-        conversations = _with_self_instruct(
+        conversations = with_self_instruct(
             config, generator, tokenizer, conversations, stats, report, stop_regenerating, answered
         )
     # Said now: the first batch's progress comes only once it is generated, a minute or more.
     report("regenerating", 0, len(conversations))
-    for number, start in enumerate(range(0, len(conversations), chunk)):
-        if stop_regenerating():
-            stats.regeneration_stopped = True
-            break
-        part = conversations[start : start + chunk]
-        progress = _offset_report(report, start, len(conversations))
-        if config.regenerate_turns == "last":
-            continued = _continue_last_turns(
-                config, generator, tokenizer, part, number, progress, stop_regenerating, feature_layers
-            )
-            samples.extend(continued.samples)
-            reply_from.extend(continued.reply_from)
-            done, tokens, stopped = continued.conversations, continued.generated_tokens, continued.stopped
-        else:
-            result = regenerate_conversations(
-                generator,
-                tokenizer,
-                regeneration_order(config, tokenizer, part),
-                temperature=config.regenerate_temperature,
-                top_p=config.regenerate_top_p,
-                max_new_tokens=config.regenerate_max_new_tokens,
-                batch_size=config.regenerate_batch_size,
-                seed=config.seed + number,
-                progress=progress,
-                should_stop=stop_regenerating,
-            )
-            done, tokens, stopped = result.conversations, result.generated_tokens, result.stopped
-        regenerated.extend(done)
-        stats.regenerated_tokens += tokens
-        stats.regeneration_stopped = stopped
+    # Chunks of eight batches, in the shuffled order: a budget-limited run draws evenly from
+    # the whole data set, and prompts are measured (rendered, tokenised) only as needed.
+    chunks = distil_chunks(
+        config,
+        generator,
+        tokenizer,
+        conversations,
+        first_chunk=0,
+        progress=lambda done: report("regenerating", done, len(conversations)),
+        should_stop=stop_regenerating,
+        feature_layers=feature_layers,
+    )
+    stats.regenerated_tokens = chunks.generated_tokens
+    stats.regeneration_stopped = chunks.stopped
     stats.regeneration_seconds = clock() - started
-    stats.regenerated_conversations = len(regenerated)
+    stats.regenerated_conversations = len(chunks.conversations)
     last = config.regenerate_turns == "last"
-    records = [
-        DistilledRecord(
-            origin=origin_of(conversation, by_source),
-            conversation=conversation,
-            input_ids=samples[index].input_ids if last else None,
-            reply_from=reply_from[index] if last else None,
-        )
-        for index, conversation in enumerate(regenerated)
-    ]
-    return _Distillation(regenerated, samples if last else None, records)
+    records = distilled_records(config, chunks, by_source)
+    return _Distillation(chunks.conversations, chunks.samples if last else None, records)
 
 
-def _with_self_instruct(  # noqa: PLR0917 - private helper of _regenerate
+def generation_copy(target: PreTrainedModel, *, bf16: bool) -> PreTrainedModel:
+    """The model distillation generates with.
+
+    Generation is dominated by reading the weights once per token: a bfloat16 copy halves
+    that traffic and multiplies with native bf16 kernels (about 1.5-2x faster here). The
+    teacher signal is still computed from the float32 weights afterwards.
+    """
+    return copy.deepcopy(target).to(torch.bfloat16) if bf16 else target  # type: ignore[arg-type]
+
+
+def with_self_instruct(  # noqa: PLR0917 - also the planner of a fanned-out distillation
     config: TrainConfig,
     generator: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -427,31 +315,25 @@ def prepare_data(
     """
     stats = DataStats()
     report("loading_data", 0, len(config.data_paths))
-    # No files: self-instruct (TrainConfig refuses a config with neither) writes all the data.
-    loaded = load_conversations(config.data_paths) if config.data_paths else LoadResult([], LoadSummary())
-    stats.records_read = loaded.summary.records_read
-    stats.records_skipped = loaded.summary.records_skipped
-    stats.conversations = len(loaded.conversations)
+    selection = select_conversations(config)
+    stats.records_read = selection.loaded.summary.records_read
+    stats.records_skipped = selection.loaded.summary.records_skipped
+    stats.conversations = len(selection.loaded.conversations)
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    train_conversations, heldout = split_holdout(
-        loaded.conversations, holdout_fraction=config.holdout_fraction, seed=config.seed
-    )
-    _write_jsonl(config.out_dir / HELDOUT_FILE, [to_record(c) for c in heldout])
-    stats.conversations_heldout = len(heldout)
-    reused, answered = _reusable(config, heldout, stats)
-    # Shuffled so that a budget-limited regeneration or max_conversations sees every source file.
-    random.Random(config.seed).shuffle(train_conversations)
-    if answered:
-        # The budget goes to conversations no earlier run distilled.
-        train_conversations = [c for c in train_conversations if content_key(c) not in answered]
-    if config.max_conversations is not None:
-        reused = reused[: config.max_conversations]
-        train_conversations = train_conversations[: config.max_conversations - len(reused)]
+    _write_jsonl(config.out_dir / HELDOUT_FILE, [to_record(c) for c in selection.heldout])
+    stats.conversations_heldout = len(selection.heldout)
+    stats.distilled_reused_heldout = selection.reused_heldout
+    train_conversations, reused, answered = selection.to_distil, selection.reused, selection.answered
     stats.distilled_reused = len(reused)
     stats.distilled_reused_by_file = dict(Counter(_file_name(r.conversation.source) for r in reused))
     stopped = False
     regenerated_samples: list[TokenizedConversation] | None = None
-    if config.regenerate:
+    if config.regenerate and config.distilled_elsewhere:
+        # Every reply was written before this run (a fanned-out job's shards, in distilled_paths):
+        # the data's conversations they did not answer are left out, as a stopped distillation's are.
+        train_conversations, regenerated_samples = [], [] if config.regenerate_turns == "last" else None
+        write_distilled(config.out_dir / REGENERATED_FILE, [])
+    elif config.regenerate:
         distillation = _regenerate(
             config,
             target,
@@ -494,20 +376,6 @@ def prepare_data(
     stats.train_tokens = sum(len(s.input_ids) for s in train_samples)
     stats.train_masked_tokens = sum(s.num_masked for s in train_samples)
     return PreparedData(train=train_samples, eval=eval_samples, stats=stats, stopped=stopped)
-
-
-def _reusable(
-    config: TrainConfig, heldout: Sequence[Conversation], stats: DataStats
-) -> tuple[list[DistilledRecord], frozenset[str]]:
-    """Earlier runs' distilled records this run may train on (none distilled from a conversation
-    that this run's split holds out), and every origin they answer."""
-    if not config.distilled_paths:
-        return [], frozenset()
-    distilled = read_distilled(config.distilled_paths)
-    held_out = {content_key(c) for c in heldout}
-    kept = [r for r in distilled.records if r.origin not in held_out]
-    stats.distilled_reused_heldout = len(distilled.records) - len(kept)
-    return kept, frozenset(r.origin for r in distilled.records)
 
 
 def _reused_samples(

@@ -32,7 +32,7 @@ from trainer.config import TrainConfig
 from trainer.eagle.data import HELDOUT_FILE, PREPARED_DIR, REGENERATED_FILE, data_fingerprint
 from trainer.eagle.reporting import TrainResult
 from trainer.train import HEAD_DIRNAME, METRICS_FILE, train
-from worker.artifacts import HeadInput, TrainOutput, required
+from worker.artifacts import FannedOutDistillation, HeadInput, TrainOutput, required
 from worker.context import JobContext
 from worker.distillation_cache import JobCacheUse
 from worker.run_sync import RunDirectorySync
@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 RUN_DIRNAME = "train"
 DISTILLED_DIRNAME = "distillation-cache"  # the cache's parts this job reads, beside the run directory
+FANNED_OUT_FILE = "fanned-out-distilled.jsonl"  # the shards' records together, as the job's cache part
 
 
 def train_head(ctx: JobContext) -> None:
@@ -56,17 +57,29 @@ def train_head(ctx: JobContext) -> None:
     trained_seconds = float(state.get("train_seconds") or 0.0) if state else 0.0
     if state is not None:
         ctx.report(f"Resuming from the checkpoint at step {state['step']} (mirrored on S3)", fraction=0.0)
+    if ctx.artifacts.distilled is not None:
+        # EAGLE_TRAIN_MAX_MINUTES covers distilling too, as it does when the trainer distils.
+        trained_seconds += float(ctx.artifacts.distilled.summary["seconds"])
     budget = training_budget_minutes(
         ctx.knobs, seconds_left=ctx.seconds_left(), trained_seconds=trained_seconds
     )
-    config = _config(ctx, run_dir, budget)
-    cache = _distillation_cache(ctx, config)
+    config = job_train_config(ctx, run_dir, budget)
+    cache = open_distillation_cache(ctx, config)
     if cache is not None:
         ctx.report(
             f"Distillation cache entry {cache.key}: reusing {len(cache.reused_parts)} parts", fraction=0.0
         )
         config = config.model_copy(
             update={"distilled_paths": cache.download(ctx.work_dir / DISTILLED_DIRNAME)}
+        )
+    fanned = ctx.artifacts.distilled
+    if fanned is not None:
+        # Stage 'distil' wrote every reply: the trainer trains on the shards' records.
+        config = config.model_copy(
+            update={
+                "distilled_paths": [*config.distilled_paths, *fanned.shard_files],
+                "distilled_elsewhere": True,
+            }
         )
     _drop_prepared_samples_of_other_inputs(run_dir, data_fingerprint(config))
     progress = TrainingProgress(
@@ -87,7 +100,7 @@ def train_head(ctx: JobContext) -> None:
     _stage_outputs(ctx, run_dir, result, cache)
 
 
-def _config(ctx: JobContext, run_dir: Path, budget_minutes: float | None) -> TrainConfig:
+def job_train_config(ctx: JobContext, run_dir: Path, budget_minutes: float | None) -> TrainConfig:
     model = required(ctx.artifacts.model, "the base model")
     data = required(ctx.artifacts.data, "the training data")
     head = init_head(ctx)
@@ -124,7 +137,7 @@ def init_head(ctx: JobContext) -> HeadInput | None:
     return head
 
 
-def _distillation_cache(ctx: JobContext, config: TrainConfig) -> JobCacheUse | None:
+def open_distillation_cache(ctx: JobContext, config: TrainConfig) -> JobCacheUse | None:
     """The operator's distillation cache, for a job that distils; None without either."""
     uri = ctx.settings.distillation_cache_uri
     if uri is None or not config.regenerate:
@@ -162,9 +175,15 @@ def _stage_outputs(ctx: JobContext, run_dir: Path, result: TrainResult, cache: J
         ctx.s3.upload_file(head_dir / name, layout.staged(HEAD_DIR + name))
     ctx.s3.upload_file(run_dir / METRICS_FILE, layout.staged(TRAINING_METRICS))
     document = result.model_dump(mode="json")
+    fanned = ctx.artifacts.distilled
+    if fanned is not None:
+        document["distillation_fanout"] = fanned.summary
     if cache is not None:
         # Before the marker: a job redelivered after this point adds (rewrites) the same part again.
-        document["distillation_cache"] = cache.publish(run_dir / REGENERATED_FILE, document["data_stats"])
+        distilled, stats = run_dir / REGENERATED_FILE, document["data_stats"]
+        if fanned is not None:
+            distilled, stats = fanned_out_part(run_dir, fanned, stats)
+        document["distillation_cache"] = cache.publish(distilled, stats)
     # The marker goes last: its presence means the head and metrics above are complete.
     ctx.s3.put_json(document, layout.staged(TRAIN_RESULT))
     _set_output(ctx, run_dir, document)
@@ -174,6 +193,26 @@ def _stage_outputs(ctx: JobContext, run_dir: Path, result: TrainResult, cache: J
         f"{training.final_loss if training.final_loss is not None else 'n/a'}",
         fraction=1.0,
     )
+
+
+def fanned_out_part(
+    run_dir: Path, fanned: FannedOutDistillation, data_stats: dict[str, Any]
+) -> tuple[Path, dict[str, Any]]:
+    """The shards' records as the job's one cache part, and the data stats with the shards
+    counted as this job's distillation rather than as reused records."""
+    part = run_dir / FANNED_OUT_FILE
+    with part.open("w", encoding="utf-8") as handle:
+        for path in fanned.shard_files:
+            handle.write(path.read_text(encoding="utf-8"))
+    shard_names = {path.name for path in fanned.shard_files}
+    by_file = dict(data_stats.get("distilled_reused_by_file") or {})
+    from_shards = sum(by_file.pop(name, 0) for name in shard_names)
+    stats = {
+        **data_stats,
+        "distilled_reused": int(data_stats.get("distilled_reused") or 0) - from_shards,
+        "distilled_reused_by_file": by_file,
+    }
+    return part, stats
 
 
 def _reuse_finished_training(ctx: JobContext, sync: RunDirectorySync) -> None:

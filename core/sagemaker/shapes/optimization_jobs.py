@@ -122,6 +122,14 @@ class DescribeOptimizationJobResponse(AwsShape):
     training_plan_arns: list[str] | None = None
 
 
+class WorkerProcess(AwsShape):
+    """The worker process that recorded an event (REST only)."""
+
+    hostname: str
+    pid: int
+    device: str = Field(description="cuda when the process saw a GPU, else cpu.")
+
+
 class OptimizationJobEvent(AwsShape):
     """One entry of a job's history (REST only; AWS has no such member)."""
 
@@ -129,6 +137,9 @@ class OptimizationJobEvent(AwsShape):
     status: str
     stage: str | None = None
     message: str
+    worker: WorkerProcess | None = Field(
+        default=None, description="The worker that entered the stage (or ran the distillation shard)."
+    )
 
 
 class OptimizationJobDetail(DescribeOptimizationJobResponse):

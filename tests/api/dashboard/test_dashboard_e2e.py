@@ -225,6 +225,9 @@ def test_the_job_page_plots_what_the_worker_recorded_and_published(
     history = page.inner_text("#job-events")
     assert "STARTING" in history
     assert "COMPLETED" in history
+    # Each stage names the worker process that ran it, and its device.
+    assert "(pid " in history
+    assert ", cpu)" in history or ", cuda)" in history
 
 
 def test_stop_from_the_job_page_reaches_stopped_and_only_then_allows_delete(

@@ -16,9 +16,9 @@ from trainer.eagle.data import (
     data_fingerprint,
     load_prepared,
     prepare_data,
-    regeneration_order,
     save_prepared,
 )
+from trainer.eagle.distillation import regeneration_order
 from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
 
 

@@ -67,7 +67,7 @@ export class JobPage {
       h("h2", {}, "Benchmark and artifacts"),
       this.benchmark,
       h("h2", {}, "Status history"),
-      h("table", { class: "events" }, h("thead", {}, h("tr", {}, ["Time", "Status", "Stage", "Message"].map((c) => h("th", {}, c)))), this.history),
+      h("table", { class: "events" }, h("thead", {}, h("tr", {}, ["Time", "Status", "Stage", "Worker", "Message"].map((c) => h("th", {}, c)))), this.history),
       h("h2", {}, "Request (aws sagemaker create-optimization-job --cli-input-json)"),
       this.request,
     );
@@ -126,7 +126,7 @@ export class JobPage {
     replaceChildren(
       this.history,
       (job.Events ?? []).map((event) =>
-        h("tr", {}, h("td", {}, time(event.Time)), h("td", {}, h("span", { class: statusClass(event.Status) }, event.Status)), h("td", {}, event.Stage ?? ""), h("td", {}, event.Message)),
+        h("tr", {}, h("td", {}, time(event.Time)), h("td", {}, h("span", { class: statusClass(event.Status) }, event.Status)), h("td", {}, event.Stage ?? ""), h("td", { class: "worker" }, workerText(event.Worker)), h("td", {}, event.Message)),
       ),
     );
     replaceChildren(this.request, JSON.stringify(requestDocument(job), null, 2));
@@ -244,6 +244,11 @@ export class JobPage {
       this.updateActions();
     }
   }
+}
+
+// The worker process that recorded an event: "host (pid 123, cpu)"; empty for the api's own.
+function workerText(worker) {
+  return worker ? `${worker.Hostname} (pid ${worker.Pid}, ${worker.Device})` : "";
 }
 
 // Enabled when ``blocked`` is null; otherwise disabled, with ``blocked`` as the tooltip.

@@ -1,0 +1,117 @@
+"""A distillation planned once and distilled in shards writes the records one run writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainer.config import TrainConfig
+from trainer.distil import distil_shard, plan_distillation
+from trainer.eagle.data import REGENERATED_FILE, prepare_data
+from trainer.eagle.distilled import DistilledRecord, read_distilled
+from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
+from trainer.train import _load_target, _use_bf16
+
+
+@pytest.fixture
+def tiny_model_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "model"
+    build_tiny_target("LlamaForCausalLM", vocab_size=259).save_pretrained(directory)
+    build_tiny_tokenizer().save_pretrained(directory)
+    return directory
+
+
+def _config(model_dir: Path, data: Path, out: Path, **overrides: Any) -> TrainConfig:
+    settings: dict[str, Any] = {
+        "regenerate": True,
+        "regenerate_max_new_tokens": 5,
+        "regenerate_batch_size": 2,  # chunks of 16 conversations
+        "holdout_fraction": 0.1,
+        "eval_fraction": 0.0,
+    }
+    return TrainConfig(model_dir=model_dir, data_paths=[data], out_dir=out, **(settings | overrides))
+
+
+def _one_run(config: TrainConfig) -> list[dict[str, Any]]:
+    target, tokenizer = _load_target(config.model_dir)
+    prepare_data(
+        config,
+        target,
+        tokenizer,
+        report=lambda *_: None,
+        should_stop=lambda: False,
+        regenerate_deadline=None,
+        regenerate_bf16=_use_bf16(config.compute_dtype),
+    )
+    return [r.to_json() for r in read_distilled([config.out_dir / REGENERATED_FILE]).records]
+
+
+def _in_shards(config: TrainConfig, chunks_per_shard: int) -> tuple[list[DistilledRecord], int]:
+    plan = plan_distillation(config, should_stop=lambda: False)
+    size = chunks_per_shard * plan.chunk_size
+    records: list[DistilledRecord] = []
+    shards = 0
+    for start in range(0, len(plan.conversations), size):
+        outcome = distil_shard(
+            config,
+            plan.conversations[start : start + size],
+            first_chunk=start // plan.chunk_size,
+            origins=plan.origins,
+            progress=lambda _done: None,
+            should_stop=lambda: False,
+        )
+        assert not outcome.stopped
+        records.extend(outcome.records)
+        shards += 1
+    return records, shards
+
+
+@pytest.mark.parametrize(
+    ("overrides", "chunks_per_shard"),
+    [
+        ({"regenerate_turns": "last"}, 1),
+        ({"regenerate_turns": "all"}, 1),
+        (
+            {
+                "regenerate_turns": "last",
+                "self_instruct_conversations": 6,
+                "self_instruct_max_prompt_tokens": 8,
+            },
+            2,
+        ),
+    ],
+)
+def test_shards_write_the_records_of_one_run(
+    tiny_model_dir: Path, chat_data: Path, tmp_path: Path, overrides: dict[str, Any], chunks_per_shard: int
+) -> None:
+    config = _config(tiny_model_dir, chat_data, tmp_path / "run", **overrides)
+    expected = _one_run(config)
+    records, shards = _in_shards(config, chunks_per_shard)
+
+    assert shards >= 2
+    assert len(expected) >= 36  # 40 conversations, 10 % held out (and self-instruct's)
+    assert [r.to_json() for r in records] == expected
+
+
+def test_a_stopped_shard_keeps_its_finished_chunks(
+    tiny_model_dir: Path, chat_data: Path, tmp_path: Path
+) -> None:
+    config = _config(tiny_model_dir, chat_data, tmp_path / "run", regenerate_turns="last")
+    plan = plan_distillation(config, should_stop=lambda: False)
+    replies: list[int] = []
+
+    def stop_after_the_first_chunk() -> bool:
+        return bool(replies) and replies[-1] >= plan.chunk_size
+
+    outcome = distil_shard(
+        config,
+        plan.conversations,
+        first_chunk=0,
+        origins=plan.origins,
+        progress=replies.append,
+        should_stop=stop_after_the_first_chunk,
+    )
+    assert outcome.stopped
+    assert len(outcome.records) == plan.chunk_size
