@@ -18,6 +18,7 @@ import torch
 
 from trainer.config import TrainConfig
 from trainer.data.schema import Conversation
+from trainer.device import resolve_device
 from trainer.eagle.data import DataStats, generation_copy, with_self_instruct
 from trainer.eagle.distillation import (
     chunk_size,
@@ -26,7 +27,7 @@ from trainer.eagle.distillation import (
     select_conversations,
 )
 from trainer.eagle.distilled import DistilledRecord, origins_of
-from trainer.train import _load_target, _use_bf16
+from trainer.train import load_target, use_bf16
 
 
 @dataclass
@@ -58,8 +59,8 @@ def plan_distillation(
     stats = DataStats()
     if config.self_instruct_conversations:
         _threads(config)
-        target, tokenizer = _load_target(config.model_dir)
-        generator = generation_copy(target, bf16=_use_bf16(config.compute_dtype))
+        target, tokenizer = load_target(config.model_dir, resolve_device(config.device))
+        generator = generation_copy(target, bf16=use_bf16(config.compute_dtype, target.device))
 
         def report(stage: Any, done: int, total: int) -> None:
             if progress is not None:
@@ -87,8 +88,8 @@ def distil_shard(
     """
     started = time.monotonic()
     _threads(config)
-    target, tokenizer = _load_target(config.model_dir)
-    generator = generation_copy(target, bf16=_use_bf16(config.compute_dtype))
+    target, tokenizer = load_target(config.model_dir, resolve_device(config.device))
+    generator = generation_copy(target, bf16=use_bf16(config.compute_dtype, target.device))
     chunks = distil_chunks(
         config,
         generator,

@@ -139,7 +139,7 @@ def train_as_helper(config: TrainConfig, parallel: DataParallel) -> None:
     same head and schedule, its share of every batch; it writes nothing."""
     run = _start(config, None, None, clean=False)
     _share_cores(config)
-    target, tokenizer = _load_target(config.model_dir, parallel.device)
+    target, tokenizer = load_target(config.model_dir, parallel.device)
     data = load_prepared(config.out_dir, data_fingerprint(config))
     if data is None:
         raise RuntimeError(f"{config.out_dir / PREPARED_DIR}: rank 0 prepared no samples for this run")
@@ -260,7 +260,7 @@ def _start(
 def _load_target_timed(run: _Run) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
     run.report("loading_model")
     with run.timed("load_model"):
-        target, tokenizer = _load_target(run.config.model_dir, resolve_device(run.config.device))
+        target, tokenizer = load_target(run.config.model_dir, resolve_device(run.config.device))
         architecture = check_supported(target.config)
     return target, tokenizer, architecture
 
@@ -288,7 +288,7 @@ def _new_data(run: _Run, target: PreTrainedModel, tokenizer: PreTrainedTokenizer
         report=run.report,
         should_stop=run.should_stop,
         regenerate_deadline=deadline,
-        regenerate_bf16=_use_bf16(config.compute_dtype, target.device),
+        regenerate_bf16=use_bf16(config.compute_dtype, target.device),
         clock=run.clock,
         feature_layers=_recorded_feature_layers(config, target),
     )
@@ -312,7 +312,7 @@ def _teacher(config: TrainConfig, target: PreTrainedModel, head: Eagle3DraftMode
         head.config.aux_layer_ids,
         draft_target_ids=torch.nonzero(head.t2d).flatten(),
         feature_dtype=_DTYPES[config.feature_dtype],
-        autocast_bf16=_use_bf16(config.compute_dtype, target.device),
+        autocast_bf16=use_bf16(config.compute_dtype, target.device),
     )
     if config.init_head_dir is None:
         init_head_from_target(head, target, teacher.draft_lm_head_rows, config.init_from_target)
@@ -763,7 +763,7 @@ def _batch_runner(
         pad_id=int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
         ttt_steps=config.ttt_steps,
         ttt_decay=config.ttt_decay,
-        autocast_bf16=_use_bf16(config.compute_dtype, head.fc.weight.device),
+        autocast_bf16=use_bf16(config.compute_dtype, head.fc.weight.device),
         feature_loss_weight=_feature_loss_weight(config, head),
         peagle_keep_ratio=config.peagle_keep_ratio,
         clock=clock,
@@ -806,7 +806,7 @@ def _adopt_recorded_features(
 # ---------------------------------------------------------------------- helpers
 
 
-def _load_target(model_dir: Path, device: torch.device) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_target(model_dir: Path, device: torch.device) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The frozen target in float32 on ``device`` (bf16 only through autocast) and its tokenizer."""
     if not (model_dir / "config.json").is_file():
         raise ValueError(f"model_dir {model_dir}: no config.json (expected a Hugging Face model directory)")
@@ -882,7 +882,7 @@ def _coverage(t2d: torch.Tensor, samples: list[TokenizedConversation]) -> float 
     return float(t2d[torch.tensor(masked)].float().mean())
 
 
-def _use_bf16(compute_dtype: str, device: torch.device) -> bool:
+def use_bf16(compute_dtype: str, device: torch.device) -> bool:
     if compute_dtype == "auto":
         return bf16_matmuls_native(device)
     return compute_dtype == "bfloat16"

@@ -12,7 +12,7 @@ from trainer.distil import distil_shard, plan_distillation
 from trainer.eagle.data import REGENERATED_FILE, prepare_data
 from trainer.eagle.distilled import DistilledRecord, read_distilled
 from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
-from trainer.train import _load_target, _use_bf16
+from trainer.train import load_target, use_bf16
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def _config(model_dir: Path, data: Path, out: Path, **overrides: Any) -> TrainCo
 
 
 def _one_run(config: TrainConfig) -> list[dict[str, Any]]:
-    target, tokenizer = _load_target(config.model_dir)
+    target, tokenizer = load_target(config.model_dir)
     prepare_data(
         config,
         target,
@@ -43,7 +43,7 @@ def _one_run(config: TrainConfig) -> list[dict[str, Any]]:
         report=lambda *_: None,
         should_stop=lambda: False,
         regenerate_deadline=None,
-        regenerate_bf16=_use_bf16(config.compute_dtype),
+        regenerate_bf16=use_bf16(config.compute_dtype),
     )
     return [r.to_json() for r in read_distilled([config.out_dir / REGENERATED_FILE]).records]
 
