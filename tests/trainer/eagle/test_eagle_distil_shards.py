@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from trainer.config import TrainConfig
 from trainer.distil import distil_shard, plan_distillation
@@ -35,7 +36,7 @@ def _config(model_dir: Path, data: Path, out: Path, **overrides: Any) -> TrainCo
 
 
 def _one_run(config: TrainConfig) -> list[dict[str, Any]]:
-    target, tokenizer = load_target(config.model_dir)
+    target, tokenizer = load_target(config.model_dir, torch.device("cpu"))
     prepare_data(
         config,
         target,
@@ -43,7 +44,7 @@ def _one_run(config: TrainConfig) -> list[dict[str, Any]]:
         report=lambda *_: None,
         should_stop=lambda: False,
         regenerate_deadline=None,
-        regenerate_bf16=use_bf16(config.compute_dtype),
+        regenerate_bf16=use_bf16(config.compute_dtype, target.device),
     )
     return [r.to_json() for r in read_distilled([config.out_dir / REGENERATED_FILE]).records]
 
