@@ -11,7 +11,9 @@ Each step:
    (``speculative.batch_draft.propose_batch``).
 3. One target forward over the packed new tokens of every sequence: a joining
    sequence's prompt, the others' pending token plus their drafts
-   (``trainer.eagle.packed_target``).
+   (``trainer.eagle.packed_target``). A target with linear-attention layers (Qwen3-Next)
+   cannot share a packed row's recurrent state, so it runs one batch-1 forward per
+   sequence instead (``serving.recurrent_target``).
 4. Each sequence verifies its own drafts (greedy or speculative sampling, from
    ``speculative.verification``), keeps its accepted prefix plus the target's token,
    and crops its KV cache by the drafts it rejected: acceptance is ragged.
@@ -35,6 +37,7 @@ import torch
 from transformers import PreTrainedModel
 
 from serving.metrics import EngineMetrics
+from serving.recurrent_target import RecurrentTarget
 from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
 from speculative.batch_draft import DraftRequest, propose_batch
@@ -42,9 +45,9 @@ from speculative.decoder import SpeculativeDecoder, _check_head_fits, _eos_of
 from speculative.draft import Drafter, Proposal
 from speculative.packed_linear import pack_linear_layers, packing_available
 from speculative.sequence import SequenceState
+from trainer.eagle.capture import linear_attention_reason
 from trainer.eagle.model import Eagle3DraftModel
-from trainer.eagle.packed_attention import SequenceKV
-from trainer.eagle.packed_target import PackedTarget, Segment, SegmentOutput
+from trainer.eagle.packed_target import PackedTarget, Segment, SegmentOutput, SequenceCache, ServingTarget
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ class _Active:
 
     handle: RequestHandle
     sequence: SequenceState
-    cache: SequenceKV
+    cache: SequenceCache
     generator: torch.Generator | None
     drafter: Drafter | None
     session: ExitStack = field(default_factory=ExitStack)
@@ -104,7 +107,13 @@ class ServingEngine:
             pack_linear_layers(target.eval())  # type: ignore[no-untyped-call]
             if self.head is not None:
                 pack_linear_layers(self.head)
-        self.target = PackedTarget(target.eval(), head.config.aux_layer_ids if head is not None else None)  # type: ignore[no-untyped-call]
+        aux_layer_ids = head.config.aux_layer_ids if head is not None else None
+        # Linear-attention state cannot be packed across sequences: one forward per sequence.
+        self.target: ServingTarget = (
+            PackedTarget(target.eval(), aux_layer_ids)  # type: ignore[no-untyped-call]
+            if linear_attention_reason(target.config) is None
+            else RecurrentTarget(target.eval(), aux_layer_ids)  # type: ignore[no-untyped-call]
+        )
         self.metrics = EngineMetrics(max_positions=self.speculation.max_tokens)
         self._queue: queue.Queue[RequestHandle] = queue.Queue()
         self._active: list[_Active] = []

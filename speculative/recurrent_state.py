@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import LinearAttentionCacheLayerMixin
 
 
@@ -53,3 +53,19 @@ def restore_before(cache: DynamicCache, taken: ForwardSnapshot) -> None:
                 current = layer.recurrent_states[index]
                 assert current is not None  # initialised when the snapshot was taken
                 current.copy_(state)
+
+
+def undo_last_tokens(
+    model: PreTrainedModel, cache: DynamicCache, taken: ForwardSnapshot, num_tokens: int
+) -> None:
+    """Forget the last ``num_tokens`` tokens of the snapshotted forward (the cache's last):
+    restore the state from before it, run the tokens it keeps again and trim the convolution
+    windows recorded for the rollback."""
+    given = int(taken.input_ids.shape[1])
+    if not 0 < num_tokens <= given:
+        raise ValueError(f"can undo 1..{given} tokens of the last forward, not {num_tokens}")
+    restore_before(cache, taken)
+    kept = taken.input_ids[:, : given - num_tokens]
+    if kept.shape[1]:
+        model(input_ids=kept, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    cache.crop(0)

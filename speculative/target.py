@@ -14,7 +14,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
-from speculative.recurrent_state import ForwardSnapshot, has_recurrent_state, restore_before, snapshot
+from speculative.recurrent_state import ForwardSnapshot, has_recurrent_state, snapshot, undo_last_tokens
 from trainer.eagle.capture import TargetFeatureCapture
 
 
@@ -118,11 +118,7 @@ class TargetRunner:
                 f"cannot roll back {num_tokens} tokens of a recurrent target: only the last forward "
                 "(after enable_rollback) can be undone"
             )
-        restore_before(cache, last)
-        kept = last.input_ids[:, : last.input_ids.shape[1] - num_tokens]
-        if kept.shape[1]:
-            self.model(input_ids=kept, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        cache.crop(0)  # trim the convolution windows recorded for the rollback
+        undo_last_tokens(self.model, cache, last, num_tokens)
         self._last_forward = None
 
     def tree_unsupported_reason(self) -> str | None:

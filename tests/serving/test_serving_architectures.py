@@ -13,7 +13,6 @@ from transformers import PreTrainedModel
 
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from tests.speculative.engine_doubles import ARCHITECTURES, hf_greedy, oracle_head, random_head, tiny_target
-from trainer.eagle.capture import UnsupportedArchitectureError
 from trainer.eagle.model import Eagle3DraftModel
 from trainer.eagle.packed_attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
 
@@ -91,8 +90,32 @@ def test_sliding_layers_attend_to_their_window_only() -> None:
     torch.testing.assert_close(torch.cat(logits), expected, rtol=1e-4, atol=1e-4)
 
 
-def test_a_linear_attention_target_is_refused_with_the_reason() -> None:
-    """Packed rows carry no per-sequence recurrent state; serving Qwen3-Next would be wrong."""
+@pytest.mark.parametrize("drafting", ["plain", "random-eagle2", "oracle"])
+def test_a_linear_attention_target_is_served_with_generate_output(drafting: str) -> None:
+    """Qwen3-Next runs one forward per sequence with its own recurrent state; rejected
+    drafts are rolled back out of that state (serving.recurrent_target)."""
     target = tiny_target("Qwen3NextForCausalLM")
-    with pytest.raises(UnsupportedArchitectureError, match=r"linear-attention layers.*trainer eval"):
-        ServingEngine(target, None, speculation=FixedSpeculation(0))
+    target.generation_config.eos_token_id = None
+    expected = [hf_greedy(target, p, n) for p, n in zip(PROMPTS, NEW_TOKENS, strict=True)]
+    head: Eagle3DraftModel | None = None
+    k = 0
+    if drafting == "random-eagle2":
+        head, k = random_head(target, variant="eagle2"), 3
+    elif drafting == "oracle":
+        head, k = oracle_head(target, PROMPTS[0] + expected[0], wrong_at=(len(PROMPTS[0]) + 7,)), 4
+    # All three requests in the batch at once, so their states must stay apart. This tiny
+    # target's greedy reply to PROMPTS[1] reaches its eos id, which hf_greedy runs past.
+    with ServingEngine(target, head, speculation=FixedSpeculation(k), max_batch_size=3) as engine:
+        handles = [
+            engine.submit(GenerationRequest(p, n, ignore_eos=True))
+            for p, n in zip(PROMPTS, NEW_TOKENS, strict=True)
+        ]
+        outputs = [handle.wait(120) for handle in handles]
+
+    assert outputs == expected
+    accepted = [a for handle in handles for a in handle.stats.accepted_per_step]
+    if drafting == "random-eagle2":
+        # A random head misses nearly always: nearly every step rolls the state back.
+        assert sum(accepted) < len(accepted)
+    if drafting == "oracle":
+        assert 4 in accepted  # long accepted runs as well as rejections

@@ -47,14 +47,17 @@ def read_published(
     target_dir: Path,
     tmp: Path,
     draft_variant: str = "eagle3",
+    draft_vocab: bool | None = None,
 ) -> Published:
     """Download every published file, check each against lineage.json's sha256 and size,
     and check that the head loads for the target."""
     bucket, prefix = split(output_uri)
     listed = s3_client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
     keys = {item["Key"][len(prefix) :] for item in listed}
-    # An EAGLE-2 head's draft vocabulary is published beside its weights.
-    expected = EXPECTED_FILES | ({"eagle_model/draft_vocab.json"} if draft_variant == "eagle2" else set())
+    # An EAGLE-2 head's reduced draft vocabulary is published beside its weights; ``draft_vocab``
+    # says whether there is one (by default: for EAGLE-2 heads).
+    with_vocab = draft_variant == "eagle2" if draft_vocab is None else draft_vocab
+    expected = EXPECTED_FILES | ({"eagle_model/draft_vocab.json"} if with_vocab else set())
     assert keys == {*expected, "lineage.json"}, f"unexpected layout (staging left behind?): {sorted(keys)}"
 
     lineage = json.loads(s3_client.get_object(Bucket=bucket, Key=prefix + "lineage.json")["Body"].read())

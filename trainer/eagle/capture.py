@@ -41,20 +41,19 @@ class UnsupportedArchitectureError(ValueError):
 
 
 def linear_attention_reason(config: PretrainedConfig) -> str | None:
-    """Why the continuous-batching serving engine cannot serve this target, or None.
+    """Why the packed serving target (``PackedTarget``) cannot run this target, or None.
 
     It packs every sequence's new tokens into one row and keeps only key/value caches;
-    linear-attention layers (Qwen3-Next) need a recurrent state per sequence, which only the
-    single-sequence engine (``trainer eval``) keeps and rolls back.
+    linear-attention layers (Qwen3-Next) need a recurrent state per sequence, which the
+    serving engine then keeps with one forward per sequence (``serving.recurrent_target``).
     """
     layer_types = getattr(config.get_text_config(), "layer_types", None) or []
     if "linear_attention" not in layer_types:
         return None
     architecture = (getattr(config, "architectures", None) or [config.model_type])[0]
     return (
-        f"{architecture} has linear-attention layers, which eaglenest's serving engine (the job "
-        "benchmark and endpoints) cannot serve yet; train and judge its head with `trainer train` "
-        "and `trainer eval`"
+        f"{architecture} has linear-attention layers, whose per-sequence recurrent state one packed "
+        "row cannot hold; serve it through serving.recurrent_target.RecurrentTarget"
     )
 
 

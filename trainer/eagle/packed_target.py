@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from transformers import PreTrainedModel
@@ -18,11 +19,24 @@ from trainer.eagle.capture import (
 from trainer.eagle.packed_attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
 
 
+class SequenceCache(Protocol):
+    """What the serving engine needs of one sequence's target cache."""
+
+    @property
+    def length(self) -> int:
+        """Positions held."""
+        ...
+
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` positions (after a verification: drop rejected drafts)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     """New tokens of one sequence for this step; logits are kept for the last ``keep``."""
 
-    cache: SequenceKV
+    cache: SequenceCache
     token_ids: Sequence[int]
     keep: int
 
@@ -31,6 +45,18 @@ class Segment:
 class SegmentOutput:
     logits: torch.Tensor  # [keep, V]
     features: torch.Tensor | None  # [n, 3H] EAGLE-3 features of every new position, if captured
+
+
+class ServingTarget(Protocol):
+    """The target behind the serving engine: one ``forward`` per step over every sequence."""
+
+    model: PreTrainedModel
+
+    def new_cache(self) -> SequenceCache: ...
+
+    def forward(self, segments: Sequence[Segment]) -> list[SegmentOutput]: ...
+
+    def close(self) -> None: ...
 
 
 class PackedTarget:
@@ -73,7 +99,7 @@ class PackedTarget:
             positions.append(torch.arange(past, past + len(segment.token_ids)))
             kept.append(torch.arange(len(ids) - segment.keep, len(ids)))
         layout = PackedLayout(
-            caches=[s.cache for s in segments], lengths=[len(s.token_ids) for s in segments]
+            caches=[_packed_cache(s.cache) for s in segments], lengths=[len(s.token_ids) for s in segments]
         )
         with packed_layout(layout):
             outputs = self.model(
@@ -87,6 +113,12 @@ class PackedTarget:
             return [SegmentOutput(logits=rows, features=None) for rows in logits]
         features = torch.split(self._capture.aux_hidden_states()[0], list(layout.lengths))
         return [SegmentOutput(logits=r, features=f) for r, f in zip(logits, features, strict=True)]
+
+
+def _packed_cache(cache: SequenceCache) -> SequenceKV:
+    if not isinstance(cache, SequenceKV):
+        raise TypeError(f"PackedTarget runs on its own SequenceKV caches, not {type(cache).__name__}")
+    return cache
 
 
 def uses_full_attention(model: PreTrainedModel) -> bool:

@@ -25,7 +25,7 @@ from core.job_errors import JobFailedError
 from core.model_source import ModelData, eagle_head_location, model_location
 from core.s3 import S3Location
 from core.s3_store import S3Store, s3_errors
-from trainer.eagle.capture import UnsupportedArchitectureError, check_supported, linear_attention_reason
+from trainer.eagle.capture import UnsupportedArchitectureError, check_supported
 from trainer.eagle.head_format import InvalidHeadError
 from trainer.eagle.validate import validate_head
 from trainer.file_digest import sha256_of
@@ -233,10 +233,6 @@ def _check_architecture(config: dict[str, Any], where: str) -> str:
         architecture = check_supported(target_config)
     except UnsupportedArchitectureError as error:
         raise JobFailedError(f"{where}: {error}") from error
-    # Refused before training rather than after it: a job ends with a serving benchmark.
-    reason = linear_attention_reason(target_config)
-    if reason is not None:
-        raise JobFailedError(f"{where}: {reason}")
     return architecture
 
 
