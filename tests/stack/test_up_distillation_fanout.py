@@ -9,6 +9,7 @@ revoked through the broker's control folder once every shard is in.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,13 @@ def test_a_jobs_distillation_fans_out_in_shards_on_the_embedded_stack(
         messages = [event["Message"] for event in distil]
         for index, records in enumerate(shard_records):
             assert any(m.startswith(f"Shard {index}: {records} records") for m in messages), messages
+
+        # The shard tasks left queued (the one worker was busy with the job) were revoked
+        # through the filesystem broker's control folder once both shards were in.
+        log = worker_log.read_text()
+        queued = re.findall(r"queued shard \d+ of optimization job \d+ as task ([0-9a-f-]+)", log)
+        revoked = {
+            task for line in re.findall(r"Tasks flagged as revoked: (.*)", log) for task in line.split(", ")
+        }
+        assert len(queued) == len(shard_records)
+        assert set(queued) <= revoked, log[-4000:]
