@@ -20,85 +20,17 @@ from botocore.exceptions import ClientError
 from core.s3 import S3Location
 from db.settings import Settings
 from stack.embedded import EMBEDDED_BASE_HEADS_URI, EMBEDDED_DISTILLATION_CACHE_URI
-from stack.ports import free_port
-from stack.stack_file import StackInfo, read_stack_file, stack_file_path
+from stack.stack_file import stack_file_path
+from tests.stack.embedded_stack import PROJECT_ROOT, RunningStack, start_embedded_stack, wait_for_terminal
 from worker.app import get_celery_app
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-STARTUP_TIMEOUT_SECONDS = 120
-TERMINAL = {"COMPLETED", "FAILED", "STOPPED"}
 
 pytestmark = pytest.mark.slow
 
 
-class RunningStack:
-    def __init__(self, process: subprocess.Popen[bytes], info: StackInfo, output: Path) -> None:
-        self.process = process
-        self.info = info
-        self.output = output
-
-    def aws_env(self) -> dict[str, str]:
-        return {
-            **os.environ,
-            "AWS_ACCESS_KEY_ID": self.info.aws_access_key_id,
-            "AWS_SECRET_ACCESS_KEY": self.info.aws_secret_access_key,
-            "AWS_DEFAULT_REGION": self.info.region,
-        }
-
-    def client(self, service: str, endpoint_url: str) -> Any:
-        return boto3.client(
-            service,
-            endpoint_url=endpoint_url,
-            aws_access_key_id=self.info.aws_access_key_id,
-            aws_secret_access_key=self.info.aws_secret_access_key,
-            region_name=self.info.region,
-        )
-
-
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[RunningStack]:
-    state_dir = tmp_path / "state"
-    output = tmp_path / "up.out"
-    env = {key: value for key, value in os.environ.items() if not key.startswith("EAGLENEST_")}
-    with output.open("wb") as sink:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cli.main",
-                "up",
-                "--state-dir",
-                str(state_dir),
-                "--port",
-                str(free_port()),
-                "--s3-port",
-                "0",
-            ],
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
-        while not stack_file_path(state_dir).exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"eaglenest up did not start (exit {process.poll()}):\n{output.read_text()}")
-            time.sleep(0.2)
-        yield RunningStack(process, read_stack_file(state_dir), output)
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=60)
-
-
-def _wait_for_terminal(sagemaker: Any, name: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        job: dict[str, Any] = sagemaker.describe_optimization_job(OptimizationJobName=name)
-        if job["OptimizationJobStatus"] in TERMINAL or time.monotonic() > deadline:
-            return job
-        time.sleep(0.3)
+    with start_embedded_stack(tmp_path) as running:
+        yield running
 
 
 def test_the_embedded_stack_serves_jobs_and_stops_cleanly(stack: RunningStack) -> None:
@@ -143,7 +75,7 @@ def test_the_embedded_stack_serves_jobs_and_stops_cleanly(stack: RunningStack) -
         OutputConfig={"S3OutputLocation": "s3://models/output/"},
         StoppingCondition={"MaxRuntimeInSeconds": 600},
     )
-    job = _wait_for_terminal(sagemaker, "embedded-job")
+    job = wait_for_terminal(sagemaker, "embedded-job")
     assert job["OptimizationJobStatus"] == "FAILED"
     assert job["FailureReason"].startswith(
         "s3://models/tiny/config.json: the model config declares no 'architectures' (model_type='llama')"
@@ -259,7 +191,7 @@ def test_each_account_reaches_only_its_own_buckets_and_its_jobs_s3_as_its_role(s
     assert refused.value.response["Error"]["Code"] == "ValidationException"
     # Its own role cannot read the development account's model: the job fails, naming only the URI.
     sagemaker.create_optimization_job(OptimizationJobName="cross-account", RoleArn=other_role, **job)
-    failed = _wait_for_terminal(sagemaker, "cross-account")
+    failed = wait_for_terminal(sagemaker, "cross-account")
     assert failed["OptimizationJobStatus"] == "FAILED"
     assert failed["FailureReason"] == "S3 access denied listing s3://models/tiny/"
     assert (
