@@ -22,6 +22,7 @@
 # (distinct prompts, default 12), DEMO_BENCHMARK_REQUESTS (per concurrency level, default 8),
 # DEMO_BENCHMARK_TOKENS (per request, default 64), DEMO_CONCURRENCY (default 1,2,4,8) and
 # DEMO_K_SWEEP (fixed K measured beside adaptive K, default 1,2,3,4,5; empty for none).
+# DEMO_VARIANT (EAGLE_VARIANT of the job: eagle3, the default, eagle2 or peagle).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,8 +34,9 @@ STATE_DIR="${DEMO_STATE_DIR:-$ROOT/state/demo}"
 TRAIN_MINUTES="${DEMO_TRAIN_MINUTES:-4}"
 BASE_MINUTES="${DEMO_BASE_MINUTES:-4}"
 MAX_RUNTIME="${DEMO_MAX_RUNTIME:-1800}"
-JOB_NAME="smollm2-eagle3-demo-$(date +%Y%m%d-%H%M%S)"
-OUTPUT_MODEL="smollm2-135m-instruct-eagle3"
+VARIANT="${DEMO_VARIANT:-eagle3}"
+JOB_NAME="smollm2-$VARIANT-demo-$(date +%Y%m%d-%H%M%S)"
+OUTPUT_MODEL="smollm2-135m-instruct-$VARIANT"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
@@ -121,7 +123,7 @@ sagemaker create-optimization-job \
   --role-arn arn:aws:iam::000000000000:role/SageMakerRole \
   --model-source '{"SageMakerModel": {"ModelName": "smollm2-135m-instruct"}}' \
   --deployment-instance-type ml.g5.2xlarge \
-  --optimization-environment "EAGLE_TRAIN_MAX_MINUTES=$TRAIN_MINUTES" \
+  --optimization-environment "EAGLE_TRAIN_MAX_MINUTES=$TRAIN_MINUTES,EAGLE_VARIANT=$VARIANT" \
   --optimization-configs '[{"ModelSpeculativeDecodingConfig": {
       "Technique": "EAGLE",
       "TrainingDataSource": {"S3Uri": "s3://demo-data/train/", "S3DataType": "S3Prefix"}}}]' \

@@ -24,7 +24,7 @@ from core.job_errors import JobFailedError
 from core.output_layout import BASE_TRAIN_RUN
 from core.s3 import S3Location, s3_client
 from core.s3_store import S3Store
-from trainer.eagle.head_format import InvalidHeadError
+from trainer.eagle.head_format import InvalidHeadError, draft_variant
 from trainer.eagle.reporting import TrainProgress
 from trainer.eagle.validate import validate_head
 from trainer.train import HEAD_DIRNAME, train
@@ -90,6 +90,7 @@ def _fetch(ctx: JobContext, store: BaseHeadStore, head: BaseHead, *, built: bool
     summary = {
         "num_parameters": report.num_parameters,
         "draft_vocab_size": report.draft_vocab_size,
+        "draft_variant": draft_variant(report.config),
         "aux_layer_ids": report.aux_layer_ids,
         "warnings": report.warnings,
     }

@@ -123,7 +123,8 @@ def init_head(ctx: JobContext) -> HeadInput | None:
 
     A job on the built-in data trains its own head from scratch (the base head learnt that data
     already), EAGLE_DRAFT_VOCAB_SIZE asks for a vocabulary of its own, which fine-tuning
-    cannot give (it keeps the base head's), and EAGLE_VARIANT=peagle a head of another kind.
+    cannot give (it keeps the base head's), and an EAGLE_VARIANT other than the base head's
+    (eagle2 or peagle on a model whose base head is an EAGLE-3 chain) a head of another kind.
     """
     head = ctx.artifacts.base_head
     if head is None or head.origin == "eagle_model":
@@ -131,10 +132,14 @@ def init_head(ctx: JobContext) -> HeadInput | None:
     data = required(ctx.artifacts.data, "the training data")
     if data.kind == "BuiltIn" or ctx.knobs.draft_vocab_size is not None:
         return None
-    # The base heads are EAGLE-3 chains; a P-EAGLE head has mask slots none of them learnt.
-    if ctx.knobs.variant == "peagle":
+    if ctx.knobs.variant is not None and ctx.knobs.variant != base_head_variant(head):
         return None
     return head
+
+
+def base_head_variant(head: HeadInput) -> str:
+    """The variant of a base head: validation records it (heads validated before it did are EAGLE-3)."""
+    return str(head.summary.get("draft_variant", "eagle3"))
 
 
 def open_distillation_cache(ctx: JobContext, config: TrainConfig) -> JobCacheUse | None:

@@ -26,7 +26,7 @@ from core.model_source import ModelData, eagle_head_location, model_location
 from core.s3 import S3Location
 from core.s3_store import S3Store, s3_errors
 from trainer.eagle.capture import UnsupportedArchitectureError, check_supported
-from trainer.eagle.head_format import InvalidHeadError
+from trainer.eagle.head_format import InvalidHeadError, draft_variant
 from trainer.eagle.validate import validate_head
 from trainer.file_digest import sha256_of
 from worker.artifacts import BaseModelInput, HeadInput
@@ -323,6 +323,7 @@ def _validate_head(ctx: JobContext, source: ModelData, target_config: dict[str, 
         "num_parameters": report.num_parameters,
         "weight_dtype": report.weight_dtype,
         "draft_vocab_size": report.draft_vocab_size,
+        "draft_variant": draft_variant(report.config),
         "aux_layer_ids": report.aux_layer_ids,
         "aux_layer_id_convention": report.aux_layer_id_convention,
         "warnings": report.warnings,
