@@ -1,4 +1,4 @@
-"""A whole job (validate, data, prepare, train, benchmark, publish) per supported architecture.
+"""A whole job per supported architecture, and per draft variant (EAGLE-2, P-EAGLE).
 
 Each job trains a head for a tiny random target of one architecture (byte-level ChatML
 tokenizer, ``trainer.models.tiny``) for a few seconds and benchmarks it through the
@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from safetensors.torch import load_file
 from transformers import AutoConfig
 
 from db.settings import Settings
 from stack.processes import ManagedProcess
 from tests.fixtures.worker import launch_celery_worker
-from tests.worker.published_outputs import read_published
+from tests.worker.published_outputs import Published, read_published
 from tests.worker.test_jobs_e2e import FINISHED
 from tests.worker.tiny_inputs import put_text, sharegpt_jsonl, upload_directory
 from tests.worker.worker_jobs import WorkerJobs
@@ -107,28 +108,29 @@ def test_a_whole_job_completes_for_every_architecture(
     assert rows["Trained EAGLE", 1]["mean_acceptance_length"] >= 1.0
 
 
-def test_an_eagle2_job_trains_benchmarks_and_publishes_a_vllm_eagle_head(
-    jobs: WorkerJobs, s3_client: Any, s3_bucket: str, tiny_llama_dir: Path, tmp_path: Path
-) -> None:
-    """EAGLE_VARIANT=eagle2 on a Llama target (the default there is eagle3), end to end."""
-    model_uri = upload_directory(s3_client, tiny_llama_dir, s3_bucket, "models/tiny-llama-eagle2")
-    put_text(s3_client, s3_bucket, "data/eagle2/part-0.jsonl", sharegpt_jsonl(12))
-    output_uri = f"s3://{s3_bucket}/out/eagle2/"
-
+def _variant_job(
+    jobs: WorkerJobs,
+    s3_client: Any,
+    s3_bucket: str,
+    target_dir: Path,
+    tmp_path: Path,
+    *,
+    variant: str,
+    environment: dict[str, str],
+) -> Published:
+    """A job on ``target_dir`` with ``EAGLE_VARIANT=variant``, which must complete; its outputs."""
+    model_uri = upload_directory(s3_client, target_dir, s3_bucket, f"models/tiny-{variant}")
+    put_text(s3_client, s3_bucket, f"data/{variant}/part-0.jsonl", sharegpt_jsonl(12))
+    output_uri = f"s3://{s3_bucket}/out/{variant}/"
     name = jobs.create_request(
         ModelSource={"S3": {"S3Uri": model_uri}},
-        # 256 of the tiny vocabulary's 259 tokens: the draft vocabulary file is published too.
-        OptimizationEnvironment={
-            **QUICK_TRAINING,
-            "EAGLE_VARIANT": "eagle2",
-            "EAGLE_DRAFT_VOCAB_SIZE": "256",
-        },
+        OptimizationEnvironment={**QUICK_TRAINING, "EAGLE_VARIANT": variant, **environment},
         OptimizationConfigs=[
             {
                 "ModelSpeculativeDecodingConfig": {
                     "Technique": "EAGLE",
                     "TrainingDataSource": {
-                        "S3Uri": f"s3://{s3_bucket}/data/eagle2/",
+                        "S3Uri": f"s3://{s3_bucket}/data/{variant}/",
                         "S3DataType": "S3Prefix",
                     },
                 }
@@ -139,18 +141,55 @@ def test_an_eagle2_job_trains_benchmarks_and_publishes_a_vllm_eagle_head(
     )
     job = jobs.wait_for(name, FINISHED, timeout=JOB_TIMEOUT)
     assert job["OptimizationJobStatus"] == "COMPLETED", job.get("FailureReason")
-
     published = read_published(
         s3_client,
         output_uri,
         job_arn=job["OptimizationJobArn"],
-        target_dir=tiny_llama_dir,
+        target_dir=target_dir,
         tmp=tmp_path,
-        draft_variant="eagle2",
+        draft_variant=variant,
+    )
+    assert published.lineage["hyperparameters"]["variant"] == variant
+    trained = [row for row in published.results["rows"] if row["configuration"] == "Trained EAGLE"]
+    assert trained
+    assert all(row["output_throughput"] > 0 for row in trained)
+    assert all(row["mean_acceptance_length"] >= 1.0 for row in trained)
+    return published
+
+
+def test_an_eagle2_job_trains_benchmarks_and_publishes_a_vllm_eagle_head(
+    jobs: WorkerJobs, s3_client: Any, s3_bucket: str, tiny_llama_dir: Path, tmp_path: Path
+) -> None:
+    """EAGLE_VARIANT=eagle2 on a Llama target (the default there is eagle3), end to end."""
+    # 256 of the tiny vocabulary's 259 tokens: the draft vocabulary file is published too.
+    published = _variant_job(
+        jobs,
+        s3_client,
+        s3_bucket,
+        tiny_llama_dir,
+        tmp_path,
+        variant="eagle2",
+        environment={"EAGLE_DRAFT_VOCAB_SIZE": "256"},
     )
     config = json.loads((tmp_path / "eagle_model/config.json").read_text())
     assert config["architectures"] == ["EagleLlamaForCausalLM"]
     assert published.lineage["training"]["aux_layer_ids"] == [8]  # the final norm's output
     assert len(json.loads((tmp_path / "eagle_model/draft_vocab.json").read_text())["target_ids"]) == 256
-    rows = {(row["configuration"], row["concurrency"]): row for row in published.results["rows"]}
-    assert rows["Trained EAGLE", 1]["mean_acceptance_length"] >= 1.0
+
+
+def test_a_peagle_job_publishes_and_benchmarks_a_peagle_head(
+    jobs: WorkerJobs, s3_client: Any, s3_bucket: str, tiny_llama_dir: Path, tmp_path: Path
+) -> None:
+    _variant_job(
+        jobs,
+        s3_client,
+        s3_bucket,
+        tiny_llama_dir,
+        tmp_path,
+        variant="peagle",
+        environment={"EAGLE_NUM_SPECULATIVE_TOKENS": "3"},
+    )
+    config = json.loads((tmp_path / "eagle_model/config.json").read_text())
+    assert config["architectures"] == ["PeagleLlamaForCausalLM"]
+    assert config["speculators_model_type"] == "peagle"
+    assert "mask_hidden" in load_file(str(tmp_path / "eagle_model/model.safetensors"))
