@@ -88,11 +88,16 @@ def eaglenest_command(spec: ServerSpec, port: int) -> list[str]:
     return [*command, "--host", HOST, "--port", str(port), "--served-model-name", spec.served_model_name]
 
 
-def vllm_method(head_dir: Path) -> str:
+def vllm_speculative_method(head_dir: Path) -> dict[str, str | bool]:
     """vLLM's speculative method for a head: ``eagle`` for an EAGLE-2 head
-    (``EagleLlamaForCausalLM``), ``eagle3`` otherwise."""
-    config = json.loads((head_dir / "config.json").read_text())
-    return "eagle" if config.get("architectures") == ["EagleLlamaForCausalLM"] else "eagle3"
+    (``EagleLlamaForCausalLM``); ``eagle3`` with parallel drafting for a P-EAGLE head
+    (``PeagleLlamaForCausalLM``, as vLLM's speculators loader sets it); ``eagle3`` otherwise."""
+    architectures = json.loads((head_dir / "config.json").read_text()).get("architectures")
+    if architectures == ["EagleLlamaForCausalLM"]:
+        return {"method": "eagle"}
+    if architectures == ["PeagleLlamaForCausalLM"]:
+        return {"method": "eagle3", "parallel_drafting": True}
+    return {"method": "eagle3"}
 
 
 def vllm_command(venv: VllmVenv, spec: ServerSpec, port: int) -> list[str]:
@@ -109,7 +114,7 @@ def vllm_command(venv: VllmVenv, spec: ServerSpec, port: int) -> list[str]:
         if spec.num_speculative_tokens is None:
             raise ValueError("vLLM needs a fixed number of speculative tokens (it has no adaptive mode)")
         speculative = {
-            "method": vllm_method(spec.head_dir),
+            **vllm_speculative_method(spec.head_dir),
             "model": str(spec.head_dir),
             "num_speculative_tokens": spec.num_speculative_tokens,
         }

@@ -96,6 +96,17 @@ def test_an_eagle2_head_is_served_with_vllms_eagle_method(tmp_path: Path) -> Non
     assert json.loads(command[command.index("--speculative-config") + 1])["method"] == "eagle"
 
 
+def test_a_peagle_head_is_served_with_parallel_drafting(tmp_path: Path) -> None:
+    head = _head(tmp_path / "h", "PeagleLlamaForCausalLM")
+    spec = ServerSpec(model_dir=Path("/m"), served_model_name="smol", head_dir=head, num_speculative_tokens=3)
+
+    command = vllm_command(VllmVenv(tmp_path), spec, 8123)
+
+    speculative = json.loads(command[command.index("--speculative-config") + 1])
+    assert speculative["method"] == "eagle3"
+    assert speculative["parallel_drafting"] is True
+
+
 def test_eaglenest_command_is_adaptive_unless_k_is_given() -> None:
     adaptive = eaglenest_command(ServerSpec(Path("/m"), "smol", head_dir=Path("/h")), 9000)
     fixed = eaglenest_command(
