@@ -62,6 +62,7 @@ def test_the_first_job_builds_the_base_head_and_later_jobs_reuse_it(
         "data",
         "prepare",
         "base",
+        "distil",
         "train",
         "benchmark",
         "publish",
