@@ -13,7 +13,7 @@ from core.s3_store import S3Store
 from db.settings import Settings
 from tests.fixtures.worker import StartCeleryWorker
 from tests.worker.published_outputs import Published
-from tests.worker.test_jobs_e2e import Inputs, _completed, _job, _stages, builtin_catalog, inputs
+from tests.worker.test_jobs_e2e import JOB_STAGES, Inputs, _completed, _job, _stages, builtin_catalog, inputs
 from tests.worker.tiny_inputs import sharegpt_jsonl
 from tests.worker.worker_jobs import WorkerJobs
 from worker.base_heads import BaseHeadStore
@@ -57,16 +57,7 @@ def test_the_first_job_builds_the_base_head_and_later_jobs_reuse_it(
         output_uri=own_output,
     )
     own = inputs.published(own_output, _completed(worker_jobs, own_name))
-    assert _stages(worker_jobs, own_name) == [
-        "validate",
-        "data",
-        "prepare",
-        "base",
-        "distil",
-        "train",
-        "benchmark",
-        "publish",
-    ]
+    assert _stages(worker_jobs, own_name) == JOB_STAGES
 
     store = BaseHeadStore(S3Store(inputs.s3), S3Location.parse(base_uri, field="test"))
     [committed] = store.entries()

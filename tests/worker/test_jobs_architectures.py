@@ -22,7 +22,7 @@ from db.settings import Settings
 from stack.processes import ManagedProcess
 from tests.fixtures.worker import launch_celery_worker
 from tests.worker.published_outputs import Published, read_published
-from tests.worker.test_jobs_e2e import FINISHED
+from tests.worker.test_jobs_e2e import FINISHED, JOB_STAGES
 from tests.worker.tiny_inputs import put_text, sharegpt_jsonl, upload_directory
 from tests.worker.worker_jobs import WorkerJobs
 
@@ -84,7 +84,7 @@ def test_a_whole_job_completes_for_every_architecture(
     assert job["OptimizationJobStatus"] == "COMPLETED", job.get("FailureReason")
 
     stages = [message.split("'")[1] for _, message in jobs.events(name) if message.startswith("Stage '")]
-    assert stages == ["validate", "data", "prepare", "base", "distil", "train", "benchmark", "publish"]
+    assert stages == JOB_STAGES
     # Qwen3-Next trains an EAGLE-2 head by default (over the full vocabulary: no
     # draft_vocab.json), served one forward per sequence.
     variant = "eagle2" if architecture == "Qwen3NextForCausalLM" else "eagle3"

@@ -31,6 +31,8 @@ from worker.builtin_catalog import add_dataset, catalog_location
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 FINISHED = {"COMPLETED", "FAILED", "STOPPED"}
+# The stages a whole job goes through, in order (one list, so a new stage is one edit).
+JOB_STAGES = ["validate", "data", "prepare", "base", "distil", "train", "benchmark", "publish"]
 # One optimizer step (the trainer keeps 15 s of any budget for its export) and a short benchmark.
 QUICK_TRAINING = {"EAGLE_TRAIN_MAX_MINUTES": "0.05", "EAGLE_NUM_SPECULATIVE_TOKENS": "3"}
 JOB_TIMEOUT = 240.0
@@ -294,16 +296,7 @@ def test_from_scratch_on_own_data_publishes_head_benchmark_metrics_and_lineage(
     ]
     assert lineage["output_model"]["arn"] == model["ModelArn"]
     # A job event is recorded whenever the stage changes.
-    assert _stages(jobs, name) == [
-        "validate",
-        "data",
-        "prepare",
-        "base",
-        "distil",
-        "train",
-        "benchmark",
-        "publish",
-    ]
+    assert _stages(jobs, name) == JOB_STAGES
 
 
 def test_from_scratch_on_the_builtin_datasets(jobs: WorkerJobs, builtin_catalog: str, inputs: Inputs) -> None:
@@ -413,16 +406,7 @@ def test_a_tar_gz_model_and_head_fine_tuned_on_own_data_from_a_manifest(
     assert lineage["hyperparameters"]["model_dir"] == model_uri
     assert lineage["hyperparameters"]["init_head_dir"] == head_uri
     assert lineage["training"]["steps"] >= 1
-    assert _stages(jobs, name) == [
-        "validate",
-        "data",
-        "prepare",
-        "base",
-        "distil",
-        "train",
-        "benchmark",
-        "publish",
-    ]
+    assert _stages(jobs, name) == JOB_STAGES
 
 
 def test_an_archive_member_outside_the_model_directory_fails_naming_it(
