@@ -54,24 +54,31 @@ def jobs(worker_jobs: WorkerJobs, architecture_worker: ManagedProcess) -> Worker
     return worker_jobs
 
 
-def test_a_whole_job_completes_for_every_architecture(
-    jobs: WorkerJobs, s3_client: Any, s3_bucket: str, tiny_target_per_architecture_dir: Path, tmp_path: Path
-) -> None:
-    target_dir = tiny_target_per_architecture_dir
-    architecture = AutoConfig.from_pretrained(target_dir).architectures[0]
-    model_uri = upload_directory(s3_client, target_dir, s3_bucket, "models/tiny")
-    put_text(s3_client, s3_bucket, "data/train/part-0.jsonl", sharegpt_jsonl(12))
-    output_uri = f"s3://{s3_bucket}/out/{architecture}/"
-
+def _completed_job(
+    jobs: WorkerJobs,
+    s3_client: Any,
+    s3_bucket: str,
+    target_dir: Path,
+    tmp_path: Path,
+    *,
+    label: str,
+    environment: dict[str, str],
+    draft_variant: str,
+    draft_vocab: bool | None = None,
+) -> tuple[str, Published]:
+    """A quick job on ``target_dir`` with its own data, which must complete; its name and outputs."""
+    model_uri = upload_directory(s3_client, target_dir, s3_bucket, f"models/tiny-{label}")
+    put_text(s3_client, s3_bucket, f"data/{label}/part-0.jsonl", sharegpt_jsonl(12))
+    output_uri = f"s3://{s3_bucket}/out/{label}/"
     name = jobs.create_request(
         ModelSource={"S3": {"S3Uri": model_uri}},
-        OptimizationEnvironment=QUICK_TRAINING,
+        OptimizationEnvironment={**QUICK_TRAINING, **environment},
         OptimizationConfigs=[
             {
                 "ModelSpeculativeDecodingConfig": {
                     "Technique": "EAGLE",
                     "TrainingDataSource": {
-                        "S3Uri": f"s3://{s3_bucket}/data/train/",
+                        "S3Uri": f"s3://{s3_bucket}/data/{label}/",
                         "S3DataType": "S3Prefix",
                     },
                 }
@@ -82,21 +89,40 @@ def test_a_whole_job_completes_for_every_architecture(
     )
     job = jobs.wait_for(name, FINISHED, timeout=JOB_TIMEOUT)
     assert job["OptimizationJobStatus"] == "COMPLETED", job.get("FailureReason")
-
-    stages = [message.split("'")[1] for _, message in jobs.events(name) if message.startswith("Stage '")]
-    assert stages == JOB_STAGES
-    # Qwen3-Next trains an EAGLE-2 head by default (over the full vocabulary: no
-    # draft_vocab.json), served one forward per sequence.
-    variant = "eagle2" if architecture == "Qwen3NextForCausalLM" else "eagle3"
     published = read_published(
         s3_client,
         output_uri,
         job_arn=job["OptimizationJobArn"],
         target_dir=target_dir,
         tmp=tmp_path,
+        draft_variant=draft_variant,
+        draft_vocab=draft_vocab,
+    )
+    return name, published
+
+
+def test_a_whole_job_completes_for_every_architecture(
+    jobs: WorkerJobs, s3_client: Any, s3_bucket: str, tiny_target_per_architecture_dir: Path, tmp_path: Path
+) -> None:
+    target_dir = tiny_target_per_architecture_dir
+    architecture = AutoConfig.from_pretrained(target_dir).architectures[0]
+    # Qwen3-Next trains an EAGLE-2 head by default (over the full vocabulary: no
+    # draft_vocab.json), served one forward per sequence.
+    variant = "eagle2" if architecture == "Qwen3NextForCausalLM" else "eagle3"
+    name, published = _completed_job(
+        jobs,
+        s3_client,
+        s3_bucket,
+        target_dir,
+        tmp_path,
+        label=architecture,
+        environment={},
         draft_variant=variant,
         draft_vocab=False,
     )
+
+    stages = [message.split("'")[1] for _, message in jobs.events(name) if message.startswith("Stage '")]
+    assert stages == JOB_STAGES
     assert published.lineage["source_model"]["architecture"] == architecture
     assert published.lineage["training"]["steps"] >= 1
     rows = {(row["configuration"], row["concurrency"]): row for row in published.results["rows"]}
@@ -118,35 +144,15 @@ def _variant_job(
     variant: str,
     environment: dict[str, str],
 ) -> Published:
-    """A job on ``target_dir`` with ``EAGLE_VARIANT=variant``, which must complete; its outputs."""
-    model_uri = upload_directory(s3_client, target_dir, s3_bucket, f"models/tiny-{variant}")
-    put_text(s3_client, s3_bucket, f"data/{variant}/part-0.jsonl", sharegpt_jsonl(12))
-    output_uri = f"s3://{s3_bucket}/out/{variant}/"
-    name = jobs.create_request(
-        ModelSource={"S3": {"S3Uri": model_uri}},
-        OptimizationEnvironment={**QUICK_TRAINING, "EAGLE_VARIANT": variant, **environment},
-        OptimizationConfigs=[
-            {
-                "ModelSpeculativeDecodingConfig": {
-                    "Technique": "EAGLE",
-                    "TrainingDataSource": {
-                        "S3Uri": f"s3://{s3_bucket}/data/{variant}/",
-                        "S3DataType": "S3Prefix",
-                    },
-                }
-            }
-        ],
-        OutputConfig={"S3OutputLocation": output_uri},
-        StoppingCondition={"MaxRuntimeInSeconds": 900},
-    )
-    job = jobs.wait_for(name, FINISHED, timeout=JOB_TIMEOUT)
-    assert job["OptimizationJobStatus"] == "COMPLETED", job.get("FailureReason")
-    published = read_published(
+    """A job with ``EAGLE_VARIANT=variant``, which must complete and benchmark its head; its outputs."""
+    _, published = _completed_job(
+        jobs,
         s3_client,
-        output_uri,
-        job_arn=job["OptimizationJobArn"],
-        target_dir=target_dir,
-        tmp=tmp_path,
+        s3_bucket,
+        target_dir,
+        tmp_path,
+        label=variant,
+        environment={"EAGLE_VARIANT": variant, **environment},
         draft_variant=variant,
     )
     assert published.lineage["hyperparameters"]["variant"] == variant
