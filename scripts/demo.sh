@@ -180,7 +180,8 @@ EAGLENEST_ENDPOINT_URL="$API_URL" EAGLENEST_S3_ENDPOINT_URL="$S3_URL" \
 cat <<EOF
 
 Base EAGLE trained for $BASE_MINUTES minutes on the built-in datasets; the job fine-tuned it for
-$TRAIN_MINUTES minutes on 434 code and math conversations (Trained EAGLE): a demo budget,
+$TRAIN_MINUTES minutes on the 434 code and math conversations, SmolLM2 rewriting as many of
+their replies as most of that budget allows (Trained EAGLE): a demo budget,
 far below what a useful head needs, so expect the recommendation to be plain decoding at most
 concurrency levels. README.md ("Training a head and measuring its speedup") has what longer
 budgets measured.

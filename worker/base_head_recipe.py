@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from core.job_errors import JobFailedError
 from core.output_layout import HEAD_CONFIG
 from db.settings import Settings
-from trainer.config import TrainConfig
+from trainer.config import TrainConfig, self_instruct_for_budget
 from trainer.eagle.reporting import TrainResult
 from trainer.eagle.serving_settings import recorded_speculative_tokens, with_serving_settings
 from worker.artifacts import TrainingDataInput
@@ -23,12 +23,9 @@ from worker.s3_snapshot import S3Snapshot
 from worker.train_plan import MIN_TRAIN_SECONDS, post_train_reserve
 
 # The built-in data (the catalog's datasets) plus prompts the target writes itself, every reply
-# distilled from the target: the recipe README's self-instruct measurements used.
-BASE_RECIPE: dict[str, Any] = {
-    "regenerate": True,
-    "self_instruct_conversations": 1000,
-    "regenerate_max_new_tokens": 128,
-}
+# distilled from the target: the trainer's default recipe, kept even where an operator's
+# train_overrides (meant for jobs) turn regeneration off.
+BASE_RECIPE: dict[str, Any] = {"regenerate": True, "regenerate_max_new_tokens": 128}
 # Local paths of the machine that trained it: they mean nothing to the store's readers.
 _LOCAL_FIELDS = ("model_dir", "data_paths", "out_dir", "distilled_paths", "init_head_dir")
 # A job that must build its model's base head first gives it at most this share of the time
@@ -48,6 +45,7 @@ def base_head_config(
     fields: dict[str, Any] = {
         **settings.train_overrides,
         **BASE_RECIPE,
+        "self_instruct_conversations": self_instruct_for_budget(budget_minutes),
         **settings.base_head_train_overrides,
         "model_dir": model_dir,
         "data_paths": data_files,

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from core.eagle_knobs import EagleKnobs
 from core.job_errors import JobFailedError
-from trainer.config import TrainConfig
+from trainer.config import TrainConfig, self_instruct_for_budget
 
 # Kept back from MaxRuntimeInSeconds for benchmark and publish: a fifth of what is left,
 # and never less than this.
@@ -71,11 +71,16 @@ def build_train_config(
     run_dir: Path,
     init_head_dir: Path | None,
     budget_minutes: float | None,
+    builtin_data: bool = False,
     nproc: int = 1,
     device: str = "cpu",
 ) -> TrainConfig:
     """The knobs over the operator's overrides; ``nproc`` and ``device`` are the worker's
-    (EAGLENEST_TRAIN_NPROC, EAGLENEST_DEVICE)."""
+    (EAGLENEST_TRAIN_NPROC, EAGLENEST_DEVICE).
+
+    A job on the built-in data (no TrainingDataSource) gets the default recipe's self-instruct
+    prompts for its budget, mixed with the built-in datasets, unless a knob or override says
+    how many (or turns regeneration off)."""
     fields: dict[str, Any] = dict(overrides)
     if knobs.self_instruct_conversations and knobs.regenerate is False:
         raise JobFailedError(
@@ -89,6 +94,8 @@ def build_train_config(
         value = getattr(knobs, attribute)
         if value is not None:
             fields[field] = value
+    if builtin_data and "self_instruct_conversations" not in fields and fields.get("regenerate", True):
+        fields["self_instruct_conversations"] = self_instruct_for_budget(budget_minutes)
     fields.update(
         model_dir=model_dir,
         data_paths=data_files,

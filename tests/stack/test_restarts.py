@@ -36,7 +36,9 @@ TERMINAL = {"COMPLETED", "FAILED", "STOPPED"}
 STACK_ENV = {
     "EAGLENEST_JOB_LEASE_SECONDS": "5",
     "EAGLENEST_JOB_REAPER_INTERVAL_SECONDS": "1",
-    "EAGLENEST_TRAIN_OVERRIDES": json.dumps({"batch_tokens": 512, "num_threads": 1, "checkpoint_every": 2}),
+    "EAGLENEST_TRAIN_OVERRIDES": json.dumps(
+        {"batch_tokens": 512, "num_threads": 1, "checkpoint_every": 2, "regenerate": False}
+    ),
     # The job's first run on the model builds its base head (Base EAGLE) from a few self-instruct
     # prompts. The tiny random target writes none worth keeping, so the build has no samples:
     # the job must go on without a Base EAGLE row (it failed in stage base before) and reach its

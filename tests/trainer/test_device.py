@@ -51,6 +51,7 @@ def test_training_runs_on_cpu_and_auto(tiny_llama_dir: Path, tmp_path: Path, dev
         max_steps=2,
         eval_fraction=0.0,
         compute_dtype="float32",
+        regenerate=False,
         device=device,
     )
     result = train(config)

@@ -48,6 +48,8 @@ def config(model_dir: Path, data: Path, out_dir: Path, **overrides: Any) -> Trai
         "checkpoint_every": 10,
         "eval_fraction": 0.1,
         "holdout_fraction": 0.0,
+        # These tests are of training; the default recipe's distillation has its own.
+        "regenerate": False,
         # Bit-exact comparisons need the same kernels everywhere; bf16 is covered separately.
         "compute_dtype": "float32",
         **overrides,

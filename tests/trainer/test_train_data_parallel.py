@@ -53,6 +53,7 @@ def config(model_dir: Path, data: Path, out_dir: Path, **overrides: Any) -> Trai
         "checkpoint_every": 5,
         "eval_fraction": 0.15,
         "holdout_fraction": 0.0,
+        "regenerate": False,  # training is under test, not distillation
         # Float comparisons need float kernels and float features (bf16 rounds differently
         # where a rank's rows are padded to another length).
         "compute_dtype": "float32",

@@ -151,7 +151,7 @@ def test_two_jobs_writing_one_key_at_once_both_keep_their_parts(
     entry = DistillationCache(store, root).entry(reader.key)
     assert entry.manifest is not None
     assert entry.manifest["model_uri"] == "s3://models/dir/"
-    assert entry.manifest["generation"]["max_new_tokens"] == 256
+    assert entry.manifest["generation"]["max_new_tokens"] == 128
     assert entry.records == 10
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,3 +133,29 @@ def test_self_instruct_turns_regeneration_on_unless_the_job_turned_it_off() -> N
 def test_self_instruct_openings_reach_the_trainer() -> None:
     knobs = _knobs(EAGLE_SELF_INSTRUCT_CONVERSATIONS="500", EAGLE_SELF_INSTRUCT_OPENINGS="none")
     assert _config(knobs).self_instruct_openings == "none"
+
+
+def test_a_job_on_the_built_in_data_gets_the_default_recipes_prompts_for_its_budget() -> None:
+    def builtin(knobs: EagleKnobs, budget: float | None = 30.0, **overrides: Any) -> Any:
+        return build_train_config(
+            knobs,
+            overrides=overrides,
+            model_dir=Path("/cache/model"),
+            data_files=[Path("/cache/data/chitchat.jsonl")],
+            run_dir=Path("/work/run"),
+            init_head_dir=None,
+            budget_minutes=budget,
+            builtin_data=True,
+        )
+
+    config = builtin(_knobs())
+    assert (config.regenerate, config.regenerate_max_new_tokens) == (True, 128)
+    assert config.self_instruct_conversations == 1000
+    assert builtin(_knobs(), budget=15.0).self_instruct_conversations == 500
+    assert builtin(_knobs(EAGLE_SELF_INSTRUCT_CONVERSATIONS="40")).self_instruct_conversations == 40
+    # Regeneration turned off, by the job or the operator: no prompts nobody would answer.
+    assert builtin(_knobs(EAGLE_REGENERATE="false")).self_instruct_conversations == 0
+    assert builtin(_knobs(), regenerate=False).self_instruct_conversations == 0
+    # The user's own data: regenerated, with no prompts mixed in.
+    assert _config(_knobs()).regenerate is True
+    assert _config(_knobs()).self_instruct_conversations == 0

@@ -112,6 +112,7 @@ def job_train_config(ctx: JobContext, run_dir: Path, budget_minutes: float | Non
         run_dir=run_dir,
         init_head_dir=None if head is None else head.local_dir,
         budget_minutes=budget_minutes,
+        builtin_data=data.kind == "BuiltIn",
         nproc=ctx.settings.train_nproc,
         device=ctx.settings.device,
     )

@@ -23,7 +23,9 @@ from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
 
 
 def make_config(data: Path, out: Path, **overrides: Any) -> TrainConfig:
-    return TrainConfig(model_dir=out / "model", data_paths=[data], out_dir=out, **overrides)
+    # Preparation is under test; regeneration only where a test asks for it.
+    settings: dict[str, Any] = {"regenerate": False, **overrides}
+    return TrainConfig(model_dir=out / "model", data_paths=[data], out_dir=out, **settings)
 
 
 def conversation(question: str, *answers: str) -> Conversation:

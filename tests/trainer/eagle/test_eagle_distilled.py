@@ -100,4 +100,10 @@ def test_a_record_distilled_twice_is_read_once(chat_data: Path, tmp_path: Path) 
 
 def test_distilled_paths_need_regeneration(chat_data: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="distilled_paths needs regenerate"):
-        TrainConfig(model_dir=tmp_path, data_paths=[chat_data], out_dir=tmp_path, distilled_paths=[chat_data])
+        TrainConfig(
+            model_dir=tmp_path,
+            data_paths=[chat_data],
+            out_dir=tmp_path,
+            distilled_paths=[chat_data],
+            regenerate=False,
+        )

@@ -131,6 +131,25 @@ def test_smollm2_writes_distinct_user_prompts_that_distillation_answers(
 
 def test_a_config_needs_data_or_self_instruct_and_self_instruct_needs_regeneration(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no training data"):
-        TrainConfig(model_dir=tmp_path, out_dir=tmp_path)
+        TrainConfig(model_dir=tmp_path, out_dir=tmp_path, regenerate=False)
     with pytest.raises(ValueError, match="self_instruct_conversations needs regenerate"):
-        TrainConfig(model_dir=tmp_path, out_dir=tmp_path, self_instruct_conversations=10)
+        TrainConfig(model_dir=tmp_path, out_dir=tmp_path, self_instruct_conversations=10, regenerate=False)
+
+
+def test_the_default_recipe_distils_and_writes_prompts_for_its_budget_when_there_is_no_data(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "chats.jsonl"
+    without_data = TrainConfig(model_dir=tmp_path, out_dir=tmp_path, time_budget_minutes=30)
+    assert (without_data.regenerate, without_data.regenerate_max_new_tokens) == (True, 128)
+    assert without_data.self_instruct_conversations == 1000
+    assert (
+        TrainConfig(model_dir=tmp_path, out_dir=tmp_path, time_budget_minutes=15).self_instruct_conversations
+        == 500
+    )
+    assert TrainConfig(model_dir=tmp_path, out_dir=tmp_path).self_instruct_conversations == 1000
+    # The user's own data is trained on as it is asked, regenerated, with no prompts mixed in.
+    with_data = TrainConfig(model_dir=tmp_path, out_dir=tmp_path, data_paths=[data], time_budget_minutes=30)
+    assert (with_data.regenerate, with_data.self_instruct_conversations) == (True, 0)
+    explicit = TrainConfig(model_dir=tmp_path, out_dir=tmp_path, self_instruct_conversations=7)
+    assert explicit.self_instruct_conversations == 7
