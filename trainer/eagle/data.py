@@ -258,8 +258,13 @@ def with_self_instruct(  # noqa: PLR0917 - also the planner of a fanned-out dist
     should_stop: Callable[[], bool],
     answered: frozenset[str],
 ) -> list[Conversation]:
-    """The data's conversations and the target's own prompts, shuffled together so that a
-    budget-limited distillation answers both in proportion.
+    """The target's own prompts, then the data's conversations: the distillation order.
+
+    Prompts first because writing them was already paid from the budget: shuffled in with a
+    large data set, a budget-limited run answered only its share of them (a 30 CPU-minute job
+    on the built-in chit-chat, 7168 conversations, distilled 1436 of the 8168, so about 180 of
+    the 1000 prompts it had spent minutes writing), and they are the broad data that carries
+    over to unlike prompts.
 
     The prompts' seed moves on with the number of ``answered`` origins: a run after others
     on the same distillation cache writes new prompts rather than those they answered."""
@@ -289,9 +294,7 @@ def with_self_instruct(  # noqa: PLR0917 - also the planner of a fanned-out dist
         max_prompt_tokens=config.self_instruct_max_prompt_tokens,
         openings=config.self_instruct_openings,
     )
-    mixed = [*conversations, *synthesized.conversations]
-    random.Random(seed).shuffle(mixed)
-    return mixed
+    return [*synthesized.conversations, *conversations]
 
 
 def prepare_data(

@@ -10,11 +10,12 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trainer.config import TrainConfig
+from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import render_chat, user_turn_prefix
-from trainer.eagle.data import prepare_data
+from trainer.eagle.data import DataStats, prepare_data, with_self_instruct
 from trainer.eagle.prompt_openings import TASK_OPENINGS, draw_openings, task_openings
-from trainer.eagle.self_instruct import SOURCE, drop_reason, synthesize_prompts
-from trainer.models.tiny import build_tiny_tokenizer
+from trainer.eagle.self_instruct import SOURCE, SelfInstructResult, drop_reason, synthesize_prompts
+from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
 
 
 def test_the_prefix_is_the_template_up_to_where_the_user_writes() -> None:
@@ -153,3 +154,30 @@ def test_the_default_recipe_distils_and_writes_prompts_for_its_budget_when_there
     assert (with_data.regenerate, with_data.self_instruct_conversations) == (True, 0)
     explicit = TrainConfig(model_dir=tmp_path, out_dir=tmp_path, self_instruct_conversations=7)
     assert explicit.self_instruct_conversations == 7
+
+
+def test_the_targets_own_prompts_are_distilled_before_the_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing the prompts was paid for: a budget-limited distillation answers them first."""
+    written = [Conversation([Message("user", f"Write a haiku about {n}.")], source=SOURCE) for n in range(3)]
+    data = [Conversation([Message("user", f"hi {n}"), Message("assistant", "hello")]) for n in range(50)]
+
+    def fake_synthesize(*args: object, **kwargs: object) -> SelfInstructResult:
+        return SelfInstructResult(conversations=list(written), generated=3)
+
+    monkeypatch.setattr("trainer.eagle.data.synthesize_prompts", fake_synthesize)
+    config = TrainConfig(
+        model_dir=tmp_path, out_dir=tmp_path, data_paths=[tmp_path / "d.jsonl"], self_instruct_conversations=3
+    )
+    order = with_self_instruct(
+        config,
+        build_tiny_target("LlamaForCausalLM", vocab_size=259),
+        build_tiny_tokenizer(),
+        data,
+        DataStats(),
+        report=lambda stage, done, total: None,
+        should_stop=lambda: False,
+        answered=frozenset(),
+    )
+    assert order == [*written, *data]
