@@ -181,9 +181,10 @@ cat <<EOF
 
 Base EAGLE trained for $BASE_MINUTES minutes on the built-in datasets; the job fine-tuned it for
 $TRAIN_MINUTES minutes on the 434 code and math conversations, SmolLM2 rewriting as many of
-their replies as most of that budget allows (Trained EAGLE): a demo budget,
-far below what a useful head needs, so expect the recommendation to be plain decoding at most
-concurrency levels. README.md ("Training a head and measuring its speedup") has what longer
+their replies as most of that budget allows (Trained EAGLE): a demo budget, far below what a
+useful head needs. The recommendation is measured, not assumed: where no head beats No EAGLE
+beyond noise it says to leave speculative decoding off, and on a busy machine the noise is
+large. README.md ("Training a head and measuring its speedup") has what longer
 budgets measured.
 EOF
 

@@ -348,6 +348,23 @@ def test_regeneration_replaces_answers_with_the_targets_own(
     assert adopted.group(1) == adopted.group(2) != "0"
 
 
+def test_a_run_reusing_distilled_replies_still_trains_on_the_features_it_recorded(
+    tiny_llama_dir: Path, data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reused replies have no recorded features; batched with new ones, they made every
+    batch compute its features again (a chained job adopted none of its recorded features)."""
+    distil = {"max_steps": 1, "regenerate": True, "regenerate_max_new_tokens": 6}
+    train(config(tiny_llama_dir, data, tmp_path / "first", max_conversations=12, **distil))
+    reused = tmp_path / "first" / "regenerated.jsonl"
+    caplog.set_level(logging.INFO, logger="trainer.train")
+    result = train(config(tiny_llama_dir, data, tmp_path / "second", distilled_paths=[reused], **distil))
+    assert (result.data.conversations_used, result.data.regenerated_conversations) == (40, 28)
+    adopted = re.search(r"(\d+) of (\d+) training batches use features recorded", caplog.text)
+    assert adopted is not None
+    # Every batch of new replies uses what distilling recorded; the reused ones have their own.
+    assert 0 < int(adopted.group(1)) < int(adopted.group(2))
+
+
 @pytest.mark.slow
 def test_cli_trains_a_smollm2_head_on_real_data(smollm2_dir: Path, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"

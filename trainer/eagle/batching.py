@@ -39,19 +39,31 @@ class BatchTensors:
         )
 
 
-def plan_batches(lengths: Sequence[int], *, batch_tokens: int, max_batch_size: int) -> list[Batch]:
-    """Batches in length order; a sample longer than ``batch_tokens`` gets a batch of its own."""
+def plan_batches(
+    lengths: Sequence[int],
+    *,
+    batch_tokens: int,
+    max_batch_size: int,
+    groups: Sequence[int] | None = None,
+) -> list[Batch]:
+    """Batches in length order; a sample longer than ``batch_tokens`` gets a batch of its own.
+
+    With ``groups``, a batch holds samples of one group only (e.g. those whose target features
+    were recorded while distilling, apart from those whose features must be computed: one
+    sample without them makes the whole batch's features be computed again)."""
     if batch_tokens < 1 or max_batch_size < 1:
         raise ValueError(
             f"batch_tokens and max_batch_size must be positive, got {batch_tokens}, {max_batch_size}"
         )
-    order = sorted(range(len(lengths)), key=lambda index: (-lengths[index], index))
+    group_of = groups if groups is not None else [0] * len(lengths)
+    order = sorted(range(len(lengths)), key=lambda index: (group_of[index], -lengths[index], index))
     batches: list[Batch] = []
     current: list[int] = []
     for index in order:
         # Longest first, so the batch's first sample sets its padded length.
         longest = lengths[current[0]] if current else lengths[index]
-        if current and ((len(current) + 1) * longest > batch_tokens or len(current) == max_batch_size):
+        full = (len(current) + 1) * longest > batch_tokens or len(current) == max_batch_size
+        if current and (full or group_of[current[0]] != group_of[index]):
             batches.append(Batch(tuple(current), lengths[current[0]]))
             current = []
         current.append(index)

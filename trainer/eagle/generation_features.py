@@ -119,6 +119,11 @@ class GenerationRecorder(ScopedHooks):
         )
 
 
+def has_recorded_features(sample: TokenizedConversation) -> bool:
+    """Whether distillation recorded this sample's target features."""
+    return isinstance(sample, FeaturedSample) and sample.features is not None
+
+
 def collate_features(
     samples: Sequence[TokenizedConversation], indices: Sequence[int], length: int
 ) -> TargetFeatures | None:

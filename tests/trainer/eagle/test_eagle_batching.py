@@ -48,3 +48,12 @@ def test_collate_right_pads_and_masks_padding() -> None:
     assert tensors.attention_mask.tolist() == [[1, 1, 1], [1, 1, 0]]
     assert tensors.loss_mask.tolist() == [[0, 1, 1], [1, 1, 0]]
     assert tensors.input_ids.dtype == torch.long
+
+
+def test_grouped_batches_never_mix_groups() -> None:
+    lengths = [10, 12, 9, 11, 10, 8, 12, 7]
+    groups = [0, 1, 0, 1, 1, 0, 0, 1]
+    batches = plan_batches(lengths, batch_tokens=1000, max_batch_size=8, groups=groups)
+    assert sorted(i for batch in batches for i in batch.sample_indices) == list(range(len(lengths)))
+    assert len(batches) == 2
+    assert all(len({groups[i] for i in batch.sample_indices}) == 1 for batch in batches)
