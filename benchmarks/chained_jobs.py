@@ -74,9 +74,7 @@ def operator_settings(args: argparse.Namespace) -> dict[str, str]:
     threads = args.threads
     return {
         # The job's budget in CPU-minutes of one thread, as the README's recipe table measures.
-        "EAGLENEST_TRAIN_OVERRIDES": json.dumps(
-            {"num_threads": threads, "budget_clock": "cpu", "regenerate_max_new_tokens": 128}
-        ),
+        "EAGLENEST_TRAIN_OVERRIDES": json.dumps({"num_threads": threads, "budget_clock": "cpu"}),
         # A short benchmark: the head's speed is measured by `trainer eval` afterwards.
         "EAGLENEST_BENCHMARK_OVERRIDES": json.dumps(
             {
@@ -228,8 +226,7 @@ def collect(s3: Any, name: str, out: Path, wall: float) -> dict[str, Any]:
 
 
 def row_line(index: int, row: dict[str, Any]) -> str:
-    training = row["lineage"].get("training", {})
-    cache = training.get("distillation_cache") or row["lineage"].get("distillation_cache") or {}
+    cache = row["lineage"].get("distillation_cache") or {}
     return f"job {index}: {row['job']} wall {row['wall_seconds']} s; cache {json.dumps(cache)[:300]}"
 
 

@@ -60,7 +60,7 @@ from trainer.eagle.data import (
 from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.export import RUN_HEAD_DIRNAME, export_head, load_head, new_head
 from trainer.eagle.features import FeatureCache, TargetTeacher
-from trainer.eagle.generation_features import has_recorded_features
+from trainer.eagle.generation_features import recorded_features
 from trainer.eagle.head_format import draft_variant
 from trainer.eagle.head_init import init_head_from_target
 from trainer.eagle.model import Eagle3DraftModel
@@ -749,7 +749,7 @@ def _plan_batches(config: TrainConfig, samples: list[TokenizedConversation]) -> 
     # Recorded features are used only by batches whose every sample has them: a job that also
     # trains on reused (cached) replies must not batch the two kinds together, or it computes
     # again every feature it paid for while distilling (a chained job adopted 0 of 1339 batches).
-    recorded = [0 if has_recorded_features(s) else 1 for s in samples]
+    recorded = [0 if recorded_features(s) is not None else 1 for s in samples]
     return plan_batches(
         lengths, batch_tokens=config.batch_tokens, max_batch_size=config.max_batch_size, groups=recorded
     )

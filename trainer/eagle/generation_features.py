@@ -119,9 +119,9 @@ class GenerationRecorder(ScopedHooks):
         )
 
 
-def has_recorded_features(sample: TokenizedConversation) -> bool:
-    """Whether distillation recorded this sample's target features."""
-    return isinstance(sample, FeaturedSample) and sample.features is not None
+def recorded_features(sample: TokenizedConversation) -> SampleFeatures | None:
+    """The target features distillation recorded for this sample; None if it recorded none."""
+    return sample.features if isinstance(sample, FeaturedSample) else None
 
 
 def collate_features(
@@ -131,10 +131,10 @@ def collate_features(
     unless every sample carries features."""
     present: list[SampleFeatures] = []
     for index in indices:
-        sample = samples[index]
-        if not isinstance(sample, FeaturedSample) or sample.features is None:
+        features = recorded_features(samples[index])
+        if features is None:
             return None
-        present.append(sample.features)
+        present.append(features)
     first = present[0]
     aux = first.aux_hidden_states.new_zeros((len(present), length, first.aux_hidden_states.shape[-1]))
     final = first.final_hidden.new_zeros((len(present), length, first.final_hidden.shape[-1]))
