@@ -6,6 +6,7 @@ pytest_plugins = [
     "tests.fixtures.live_server",
     "tests.fixtures.models",
     "tests.fixtures.seaweedfs",
+    "tests.fixtures.termination",
     "tests.fixtures.torch_threads",
     "tests.fixtures.worker",
 ]
