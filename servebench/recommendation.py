@@ -4,6 +4,10 @@ A speculative configuration is recommended at a level only when its output throu
 No EAGLE's by more than ``min_speedup`` (a margin for run-to-run noise): a head that is not
 clearly faster is not worth its memory and its risk, and a recommendation must never make
 serving slower than not following it.
+
+Where No EAGLE was measured twice (before and after the heads, ``repeat_baseline``), the
+faster of its runs is the reference: load that changed during the benchmark then shows as the
+gap between the two runs (``no_eagle_spread``) instead of as a head's speedup.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ class LevelRecommendation(BaseModel):
         default=None, description="The fastest configuration with a head, even when not recommended."
     )
     best_speculative_speedup: float | None = None
+    no_eagle_spread: float | None = Field(
+        default=None,
+        description="The faster No EAGLE run's output throughput over the slower one's at this level "
+        "(1.00: no drift between them); None where it ran once.",
+    )
 
 
 class Recommendation(BaseModel):
@@ -62,21 +71,40 @@ def recommend(
 ) -> Recommendation | None:
     """The recommendation for every level that has a ``baseline`` row; None when none has."""
     measured = [_MeasuredRow.model_validate(row.model_dump()) for row in rows]
+    reference = no_eagle_reference(measured)
     levels = []
     for concurrency in dict.fromkeys(row.concurrency for row in measured):
         at_level = [row for row in measured if row.concurrency == concurrency]
         plain = next((row for row in at_level if row.configuration == baseline), None)
-        if plain is None or plain.output_throughput <= 0:
+        if plain is None or reference.get(concurrency, 0.0) <= 0:
             continue
-        levels.append(_level(plain, [row for row in at_level if row.head_dir is not None], min_speedup))
+        plain_runs = [row.output_throughput for row in at_level if row.head_dir is None]
+        level = _level(
+            plain, reference[concurrency], [row for row in at_level if row.head_dir is not None], min_speedup
+        )
+        if len(plain_runs) > 1 and min(plain_runs) > 0:
+            level.no_eagle_spread = max(plain_runs) / min(plain_runs)
+        levels.append(level)
     if not levels:
         return None
     return Recommendation(min_speedup=min_speedup, levels=levels, summary=_summary(levels, min_speedup))
 
 
-def _level(plain: _MeasuredRow, heads: list[_MeasuredRow], min_speedup: float) -> LevelRecommendation:
+def no_eagle_reference(rows: Sequence[BaseModel]) -> dict[int, float]:
+    """Per concurrency level, the output throughput every speedup is taken against: the faster
+    run of the configuration without a head (it may have run before and after the heads)."""
+    reference: dict[int, float] = {}
+    for row in (_MeasuredRow.model_validate(row.model_dump()) for row in rows):
+        if row.head_dir is None:
+            reference[row.concurrency] = max(reference.get(row.concurrency, 0.0), row.output_throughput)
+    return reference
+
+
+def _level(
+    plain: _MeasuredRow, reference: float, heads: list[_MeasuredRow], min_speedup: float
+) -> LevelRecommendation:
     best = max(heads, key=lambda row: row.output_throughput, default=None)
-    best_speedup = None if best is None else best.output_throughput / plain.output_throughput
+    best_speedup = None if best is None else best.output_throughput / reference
     if best is None or best_speedup is None or best_speedup < min_speedup:
         return LevelRecommendation(
             concurrency=plain.concurrency,
@@ -122,5 +150,10 @@ def _summary(levels: list[LevelRecommendation], min_speedup: float) -> str:
             parts.append(
                 f"concurrency {level.concurrency}: do not enable speculative decoding "
                 f"(nothing beat No EAGLE by {min_speedup:.2f}x{best})"
+            )
+        if level.no_eagle_spread is not None and level.no_eagle_spread > min_speedup:
+            parts[-1] += (
+                f" [No EAGLE's runs before and after the heads differed {level.no_eagle_spread:.2f}x: "
+                "the machine's load changed during the benchmark]"
             )
     return "; ".join(parts)

@@ -12,6 +12,8 @@ from servebench.recommendation import DEFAULT_MIN_SPEEDUP
 DEFAULT_CONCURRENCY = (1, 2, 4, 8)
 # The row of plain decoding (no head) that every speedup is measured against.
 BASELINE = "No EAGLE"
+# The second run of the configuration without a head, measured after every head.
+REPEAT_SUFFIX = " (repeat)"
 # vLLM has no adaptive mode; 3 is what production EAGLE-3 deployments commonly run.
 DEFAULT_VLLM_SPECULATIVE_TOKENS = 3
 
@@ -89,6 +91,13 @@ class ServingBenchmarkConfig(BaseModel):
         description="The recommendation enables speculative decoding at a level only when a head "
         "beats No EAGLE's output throughput by this factor (the margin for run-to-run noise).",
     )
+    repeat_baseline: bool = Field(
+        default=True,
+        description="Measure the configuration without a head once more after every head (rows "
+        f"named '<name>{REPEAT_SUFFIX}'). Load that came or went during the run shows as the gap "
+        "between its two runs, and every speedup and the recommendation are taken against the "
+        "faster of them, so drift cannot make a head look faster than it is.",
+    )
     max_batch_size: int | None = Field(
         default=None, ge=1, description="Most sequences a server batches at once; None: its default."
     )
@@ -130,7 +139,8 @@ class ServingBenchmarkConfig(BaseModel):
 
     def measured_configurations(self) -> list[BenchmarkConfiguration]:
         """The configurations as given, each one with a head followed by its k_sweep rows
-        (a K it already runs with is not measured twice)."""
+        (a K it already runs with is not measured twice), then the repeat of the configuration
+        without a head when ``repeat_baseline`` and there is a head to compare with it."""
         measured: list[BenchmarkConfiguration] = []
         for configuration in self.configurations:
             measured.append(configuration)
@@ -145,6 +155,9 @@ class ServingBenchmarkConfig(BaseModel):
                             update={"name": f"{configuration.name} (K={k})", "num_speculative_tokens": k}
                         )
                     )
+        plain = next((c for c in self.configurations if c.head_dir is None), None)
+        if self.repeat_baseline and plain is not None and len(measured) > 1:
+            measured.append(plain.model_copy(update={"name": f"{plain.name}{REPEAT_SUFFIX}"}))
         return measured
 
     def speculative_tokens(self, configuration: BenchmarkConfiguration) -> int | None:

@@ -26,7 +26,7 @@ from servebench.guidellm_run import (
     run_guidellm,
 )
 from servebench.prompts import chat_prompt_texts, write_guidellm_data
-from servebench.recommendation import recommend
+from servebench.recommendation import no_eagle_reference, recommend
 from servebench.servers import VLLM_MAX_MODEL_LEN, RunningServer, ServerSpec, serve, serve_in_process
 from servebench.serving_config import BenchmarkConfiguration, ServingBenchmarkConfig
 from servebench.serving_report import ServingReport, ServingRow
@@ -223,8 +223,9 @@ def _row(
 
 
 def _add_speedups(rows: list[ServingRow]) -> None:
-    """Against the configuration without a head (No EAGLE), level by level."""
-    baseline = {row.concurrency: row.output_throughput for row in rows if row.head_dir is None}
+    """Against the configuration without a head (No EAGLE), level by level: its faster run
+    where it was measured twice."""
+    baseline = no_eagle_reference(rows)
     for row in rows:
         if row.concurrency in baseline and baseline[row.concurrency] > 0:
             row.speedup_vs_no_eagle = row.output_throughput / baseline[row.concurrency]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from client import BENCHMARK_TABLE_COLUMNS, benchmark_table, deployment_recommendation
+from client.results_text import format_recommendation
 
 
 def row(
@@ -144,3 +145,19 @@ def test_the_recommendation_is_read_beside_the_table() -> None:
     assert deployment_recommendation({"rows": []}) is None  # jobs from before recommendations
     with pytest.raises(ValueError, match="'recommendation' has no 'levels' list"):
         deployment_recommendation({"rows": [], "recommendation": "fast"})
+
+
+def test_the_printed_recommendation_warns_when_no_eagle_drifted_beyond_the_margin() -> None:
+    def level(concurrency: int, spread: float) -> dict[str, Any]:
+        return {
+            "concurrency": concurrency,
+            "enable_speculative_decoding": False,
+            "configuration": "No EAGLE",
+            "no_eagle_spread": spread,
+        }
+
+    text = format_recommendation({"min_speedup": 1.03, "levels": [level(1, 1.01), level(2, 1.25)]})
+
+    first, second = text.splitlines()[1:]
+    assert "differed" not in first  # inside the margin: nothing to warn about
+    assert second.endswith("[No EAGLE's two runs differed 1.25x: the load changed]")

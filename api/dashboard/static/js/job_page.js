@@ -287,6 +287,10 @@ function recommendationPanel(recommendation) {
             ? `Concurrency ${level.concurrency}: enable EAGLE — ${level.configuration} (${number(level.speedup_vs_no_eagle, 2)}x No EAGLE)`
             : `Concurrency ${level.concurrency}: do not enable speculative decoding` +
                 (level.best_speculative ? ` (best head configuration ${level.best_speculative}: ${number(level.best_speculative_speedup, 2)}x)` : ""),
+          // No EAGLE runs before and after the heads; a gap beyond the margin means the load changed.
+          level.no_eagle_spread > recommendation.min_speedup
+            ? ` [No EAGLE's two runs differed ${number(level.no_eagle_spread, 2)}x: the load changed]`
+            : "",
         ),
       ),
     ),
