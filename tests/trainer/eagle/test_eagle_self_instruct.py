@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,44 @@ def test_the_targets_own_prompts_are_distilled_before_the_data(
         answered=frozenset(),
     )
     assert order == [*written, *data]
+
+
+@pytest.mark.parametrize(("deadline", "batches"), [(30.0, 10), (None, 50)])
+def test_writing_prompts_takes_at_most_a_third_of_the_distillation_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deadline: float | None, batches: int
+) -> None:
+    """Prompts written past that share would go unanswered: answering one costs about twice
+    as much as writing it. Without a budget, the count alone decides."""
+    now = [0.0]
+    written: list[Conversation] = []
+
+    def one_second_a_batch(
+        *args: object, should_stop: Callable[[], bool], **kwargs: object
+    ) -> SelfInstructResult:
+        while len(written) < 50 and not should_stop():
+            now[0] += 1.0
+            written.append(
+                Conversation([Message("user", f"Name a prime above {len(written)}.")], source=SOURCE)
+            )
+        return SelfInstructResult(conversations=list(written), generated=len(written))
+
+    monkeypatch.setattr("trainer.eagle.data.synthesize_prompts", one_second_a_batch)
+    config = TrainConfig(
+        model_dir=tmp_path,
+        out_dir=tmp_path,
+        self_instruct_conversations=50,
+        regenerate_max_new_tokens=2,
+        holdout_fraction=0.0,
+        eval_fraction=0.0,
+    )
+    prepare_data(
+        config,
+        build_tiny_target("LlamaForCausalLM", vocab_size=259),
+        build_tiny_tokenizer(),
+        report=lambda *_: None,
+        should_stop=lambda: False,
+        regenerate_deadline=deadline,
+        clock=lambda: now[0],
+    )
+
+    assert len(written) == batches
