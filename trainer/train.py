@@ -84,6 +84,7 @@ from trainer.eagle.reporting import (
 )
 from trainer.eagle.schedule import StepTimer, estimate_seconds, learning_rate, steps_that_fit
 from trainer.eagle.ttt import TTTOutput
+from trainer.eagle.validate import read_head_config
 
 logger = logging.getLogger(__name__)
 
@@ -296,12 +297,11 @@ def _new_data(run: _Run, target: PreTrainedModel, tokenizer: PreTrainedTokenizer
 
 
 def _recorded_feature_layers(config: TrainConfig, target: PreTrainedModel) -> list[int] | None:
-    """The layers whose features distillation records for the head.
-
-    A fine-tuned head keeps its own layers, known once it is loaded: its features come
-    from the training pass instead."""
+    """The layers whose features distillation records for the head: a fine-tuned head's own
+    (from its config.json; recording nothing for it made every chained job compute each
+    feature of its new replies a second time)."""
     if config.init_head_dir is not None:
-        return None
+        return list(read_head_config(config.init_head_dir, target.config).aux_layer_ids)
     variant = config.variant or default_variant(check_supported(target.config))
     return list(config.aux_layer_ids or default_feature_layer_ids(variant, len(decoder_layers(target))))
 

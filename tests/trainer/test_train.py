@@ -20,6 +20,7 @@ from tests.trainer.eagle.tiny_data import write_chat_data
 from trainer.config import TrainConfig
 from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.checkpoint import latest_checkpoint, read_checkpoint_state
+from trainer.eagle.export import RUN_HEAD_DIRNAME
 from trainer.eagle.reporting import TrainProgress, TrainResult
 from trainer.eagle.serving_settings import recorded_speculative_tokens, served_speculative_tokens
 from trainer.eagle.validate import validate_head
@@ -348,14 +349,19 @@ def test_regeneration_replaces_answers_with_the_targets_own(
     assert adopted.group(1) == adopted.group(2) != "0"
 
 
+@pytest.mark.parametrize("continue_head", [False, True], ids=["new-head", "continued-head"])
 def test_a_run_reusing_distilled_replies_still_trains_on_the_features_it_recorded(
-    tiny_llama_dir: Path, data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tiny_llama_dir: Path, data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, continue_head: bool
 ) -> None:
     """Reused replies have no recorded features; batched with new ones, they made every
-    batch compute its features again (a chained job adopted none of its recorded features)."""
-    distil = {"max_steps": 1, "regenerate": True, "regenerate_max_new_tokens": 6}
+    batch compute its features again (a chained job adopted none of its recorded features).
+    A chained job also continues the last job's head, whose layers distillation must record
+    (it recorded none for a continued head: 0 of 188 batches in a chained job)."""
+    distil: dict[str, Any] = {"max_steps": 1, "regenerate": True, "regenerate_max_new_tokens": 6}
     train(config(tiny_llama_dir, data, tmp_path / "first", max_conversations=12, **distil))
     reused = tmp_path / "first" / "regenerated.jsonl"
+    if continue_head:
+        distil["init_head_dir"] = tmp_path / "first" / RUN_HEAD_DIRNAME
     caplog.set_level(logging.INFO, logger="trainer.train")
     result = train(config(tiny_llama_dir, data, tmp_path / "second", distilled_paths=[reused], **distil))
     assert (result.data.conversations_used, result.data.regenerated_conversations) == (40, 28)
