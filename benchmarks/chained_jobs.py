@@ -45,16 +45,27 @@ def main() -> int:
     parser.add_argument("--self-instruct", type=int, default=1000, help="prompts the target writes per job")
     parser.add_argument("--datasets", nargs="+", default=["chitchat"], help="built-in datasets")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--continue-from",
+        metavar="MODEL",
+        default=None,
+        help="in an --out of an earlier run: go on from this job output model (e.g. after a code change), "
+        "with the same stack state and distillation cache",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    summary = args.out / "chained.json"
+    rows: list[dict[str, Any]] = json.loads(summary.read_text()) if summary.exists() else []
+    # Continuing, the next job is numbered after the heads already downloaded under --out.
+    first = len(list(args.out.glob("job-*"))) + 1 if args.continue_from else 1
     with running_stack(args.out / "state", operator_settings(args)) as info:
         s3 = client(info, "s3", info.s3_endpoint_url)
         sagemaker = client(info, "sagemaker", info.api_url)
-        publish_datasets(info, args.datasets)
-        upload_model(s3)
-        source = "smollm2"
-        rows = []
-        for index in range(1, args.jobs + 1):
+        if args.continue_from is None:
+            publish_datasets(info, args.datasets)
+            upload_model(s3)
+        source = args.continue_from or "smollm2"
+        for index in range(first, first + args.jobs):
             name = f"chained-{index}-{time.strftime('%H%M%S')}"
             started = time.monotonic()
             job = run_job(sagemaker, name, source, args)
@@ -65,7 +76,7 @@ def main() -> int:
             rows.append(collect(s3, name, args.out / f"job-{index}", wall))
             print(row_line(index, rows[-1]), flush=True)
             source = f"{name}-model"
-        (args.out / "chained.json").write_text(json.dumps(rows, indent=2))
+            summary.write_text(json.dumps(rows, indent=2))
     print(table(rows))
     return 0
 
