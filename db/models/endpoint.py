@@ -32,7 +32,7 @@ def endpoint_status_type() -> Enum:
 
 class Endpoint(IdMixin, TimestampMixin, Base):
     __tablename__ = "endpoints"
-    __table_args__ = (UniqueConstraint("account_id", "name_key"),)
+    __table_args__ = (UniqueConstraint("account_id", "region", "name_key"),)
 
     account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(63))

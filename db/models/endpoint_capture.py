@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Text
+from sqlalchemy import ForeignKey, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from db.base import Base, IdMixin
@@ -22,3 +22,5 @@ class EndpointCapture(IdMixin, Base):
     captured_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utc_now, nullable=False)
     # One line of SageMaker's capture format (captureData/eventMetadata/eventVersion), as JSON text.
     line: Mapped[str] = mapped_column(Text)
+    # The line's eventMetadata.eventId: replaying the api's capture spool stores a line once.
+    event_id: Mapped[str | None] = mapped_column(String(64), unique=True)

@@ -14,8 +14,8 @@ from db.types import JsonDocument
 
 class EndpointConfig(IdMixin, CreatedAtMixin, Base):
     __tablename__ = "endpoint_configs"
-    # Names are unique per account case-insensitively, as their lower-cased ARNs are.
-    __table_args__ = (UniqueConstraint("account_id", "name_key"),)
+    # Names are unique per account and region case-insensitively, as their lower-cased ARNs are.
+    __table_args__ = (UniqueConstraint("account_id", "region", "name_key"),)
 
     account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(63))

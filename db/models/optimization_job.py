@@ -29,7 +29,7 @@ def optimization_job_status_type() -> Enum:
 class OptimizationJob(IdMixin, TimestampMixin, Base):
     __tablename__ = "optimization_jobs"
     __table_args__ = (
-        UniqueConstraint("account_id", "name_key"),
+        UniqueConstraint("account_id", "region", "name_key"),
         Index("ix_optimization_jobs_account_id_created_at", "account_id", "created_at"),
         Index("ix_optimization_jobs_account_id_status", "account_id", "status"),
     )

@@ -19,7 +19,7 @@ class SageMakerModel(IdMixin, TimestampMixin, Base):
     __tablename__ = "sagemaker_models"
     # SageMaker lower-cases names in ARNs, so two names differing only in case would
     # share an ARN: uniqueness and look-ups go through the lower-cased ``name_key``.
-    __table_args__ = (UniqueConstraint("account_id", "name_key"),)
+    __table_args__ = (UniqueConstraint("account_id", "region", "name_key"),)
 
     account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(63))
