@@ -71,7 +71,7 @@ def create_output_model(session: Session, job: JobSpec, request: dict[str, Any])
     In the caller's unit of work: the CreateModel service only flushes, the caller commits.
     """
     name = str(request["ModelName"])
-    existing = get_sagemaker_model_by_name(session, account_id=job.account_id, name=name)
+    existing = get_sagemaker_model_by_name(session, account_id=job.account_id, region=job.region, name=name)
     if existing is not None:
         if existing.primary_container == request["PrimaryContainer"]:
             return OutputModel(name=existing.name, arn=existing.arn)

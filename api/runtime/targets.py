@@ -37,7 +37,9 @@ class Balancer:
 
     def target(self, principal: Principal, name: str) -> Target:
         with self._session_factory() as session:
-            endpoint = get_endpoint_by_name(session, account_id=principal.account_id, name=name)
+            endpoint = get_endpoint_by_name(
+                session, account_id=principal.account_id, region=principal.region, name=name
+            )
             if endpoint is None:
                 raise ValidationError(f"Endpoint {name} of account {principal.aws_account_id} not found.")
             if endpoint.status not in SERVING_STATUSES:

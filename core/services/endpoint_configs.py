@@ -153,7 +153,9 @@ def create_endpoint_config(
 
 
 def get_endpoint_config(session: Session, *, principal: Principal, name: str) -> EndpointConfig:
-    config = get_endpoint_config_by_name(session, account_id=principal.account_id, name=name)
+    config = get_endpoint_config_by_name(
+        session, account_id=principal.account_id, region=principal.region, name=name
+    )
     if config is None:
         raise endpoint_config_not_found(principal, name)
     return config
@@ -173,10 +175,12 @@ def list_endpoint_configs(
         default_max_results=DEFAULT_MAX_RESULTS,
         filters=filters,
         account_id=principal.account_id,
+        region=principal.region,
     )
     result = list_endpoint_config_rows(
         session,
         account_id=principal.account_id,
+        region=principal.region,
         page=page,
         name_contains=request.name_contains,
         created=TimeRange(after=request.creation_time_after, before=request.creation_time_before),

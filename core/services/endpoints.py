@@ -126,7 +126,9 @@ def _enqueue(session: Session, *, endpoint: Endpoint, dispatcher: JobDispatcher)
 
 
 def get_endpoint(session: Session, *, principal: Principal, name: str) -> Endpoint:
-    endpoint = get_endpoint_by_name(session, account_id=principal.account_id, name=name)
+    endpoint = get_endpoint_by_name(
+        session, account_id=principal.account_id, region=principal.region, name=name
+    )
     if endpoint is None:
         raise endpoint_not_found(principal, name)
     return endpoint
@@ -147,10 +149,12 @@ def list_endpoints(session: Session, *, principal: Principal, request: ListEndpo
         default_max_results=DEFAULT_MAX_RESULTS,
         filters=filters,
         account_id=principal.account_id,
+        region=principal.region,
     )
     result = list_endpoint_rows(
         session,
         account_id=principal.account_id,
+        region=principal.region,
         page=page,
         filters=EndpointListFilter(
             name_contains=request.name_contains,

@@ -28,12 +28,15 @@ def page_request(
     default_max_results: int,
     filters: dict[str, Any],
     account_id: int,
+    region: str,
 ) -> tuple[PageRequest, TokenScope]:
     """The page to fetch and what this query's NextTokens are bound to (its filters and order)."""
     sort_key = SortKey(request.sort_by or SortKey.CREATION_TIME.value)
     order = request.sort_order or default_order
     scope = TokenScope(
-        query_fingerprint({**filters, "SortBy": sort_key.value, "SortOrder": order}), account_id=account_id
+        # The region is part of the query: a token from one region's listing means nothing in another.
+        query_fingerprint({**filters, "SortBy": sort_key.value, "SortOrder": order, "Region": region}),
+        account_id=account_id,
     )
     page = PageRequest(
         sort_key=sort_key,

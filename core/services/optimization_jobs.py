@@ -129,7 +129,9 @@ def _resolve_model_source(
         raise ValidationException.for_member(
             "modelSource.sageMakerModel.modelName", None, "Member must not be null"
         )
-    model = get_sagemaker_model_by_name(session, account_id=principal.account_id, name=name)
+    model = get_sagemaker_model_by_name(
+        session, account_id=principal.account_id, region=principal.region, name=name
+    )
     if model is None:
         raise model_not_found(principal, name)
     container = model.primary_container or (model.containers[0] if model.containers else None)
@@ -161,11 +163,11 @@ def create_job(
     require_valid_tags(request.tags)
     require_account_role(session, principal=principal, role_arn=request.role_arn)
     source_container = _resolve_model_source(session, principal, request)
-    active = count_active_optimization_jobs(session, account_id=principal.account_id)
+    active = count_active_optimization_jobs(session, account_id=principal.account_id, region=principal.region)
     if active >= max_active_jobs:
         raise ResourceLimitExceeded(
-            f"The account already has {active} active optimization jobs (limit {max_active_jobs}); "
-            "wait for one to finish or stop one."
+            f"The account already has {active} active optimization jobs in {principal.region} "
+            f"(limit {max_active_jobs}); wait for one to finish or stop one."
         )
     arn = optimization_job_arn(
         region=principal.region, aws_account_id=principal.aws_account_id, name=request.optimization_job_name
@@ -227,7 +229,7 @@ def get_job(
     session: Session, *, principal: Principal, name: str, for_update: bool = False
 ) -> OptimizationJob:
     job = get_optimization_job_by_name(
-        session, account_id=principal.account_id, name=name, for_update=for_update
+        session, account_id=principal.account_id, region=principal.region, name=name, for_update=for_update
     )
     if job is None:
         raise job_not_found(name)
@@ -261,9 +263,15 @@ def list_jobs(
         default_max_results=DEFAULT_MAX_RESULTS,
         filters=request.model_dump(exclude={"next_token", "max_results", "sort_by", "sort_order"}),
         account_id=principal.account_id,
+        region=principal.region,
     )
     result = list_optimization_jobs(
-        session, account_id=principal.account_id, page=page, filters=filters, summaries_only=summaries_only
+        session,
+        account_id=principal.account_id,
+        region=principal.region,
+        page=page,
+        filters=filters,
+        summaries_only=summaries_only,
     )
     return JobPage(jobs=result.items, next_token=encode_next_token(result.next_cursor, fingerprint))
 

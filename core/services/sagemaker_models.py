@@ -118,7 +118,9 @@ def create_model(session: Session, *, principal: Principal, request: CreateModel
 
 
 def get_model(session: Session, *, principal: Principal, name: str) -> SageMakerModel:
-    model = get_sagemaker_model_by_name(session, account_id=principal.account_id, name=name)
+    model = get_sagemaker_model_by_name(
+        session, account_id=principal.account_id, region=principal.region, name=name
+    )
     if model is None:
         raise model_not_found(principal, name)
     return model
@@ -140,10 +142,12 @@ def list_models(session: Session, *, principal: Principal, request: ListModelsIn
         default_max_results=DEFAULT_MAX_RESULTS,
         filters=filters,
         account_id=principal.account_id,
+        region=principal.region,
     )
     result = list_sagemaker_models(
         session,
         account_id=principal.account_id,
+        region=principal.region,
         page=page,
         name_contains=request.name_contains,
         created=TimeRange(

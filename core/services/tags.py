@@ -73,7 +73,7 @@ def _find_resource(session: Session, *, principal: Principal, arn: str) -> Tagge
     if partition != "aws" or region != principal.region or aws_account_id != principal.aws_account_id:
         raise not_found
     resource: TaggedResource | None
-    resource = _lookup(session, resource_type, account_id=principal.account_id, name=name)
+    resource = _lookup(session, resource_type, account_id=principal.account_id, region=region, name=name)
     expected = sagemaker_arn(
         region=region, aws_account_id=aws_account_id, resource_type=resource_type, name=name
     )
@@ -82,14 +82,16 @@ def _find_resource(session: Session, *, principal: Principal, arn: str) -> Tagge
     return resource
 
 
-def _lookup(session: Session, resource_type: str, *, account_id: int, name: str) -> TaggedResource | None:
+def _lookup(
+    session: Session, resource_type: str, *, account_id: int, region: str, name: str
+) -> TaggedResource | None:
     if resource_type == "model":
-        return get_sagemaker_model_by_name(session, account_id=account_id, name=name)
+        return get_sagemaker_model_by_name(session, account_id=account_id, region=region, name=name)
     if resource_type == "endpoint-config":
-        return get_endpoint_config_by_name(session, account_id=account_id, name=name)
+        return get_endpoint_config_by_name(session, account_id=account_id, region=region, name=name)
     if resource_type == "endpoint":
-        return get_endpoint_by_name(session, account_id=account_id, name=name)
-    return get_optimization_job_by_name(session, account_id=account_id, name=name)
+        return get_endpoint_by_name(session, account_id=account_id, region=region, name=name)
+    return get_optimization_job_by_name(session, account_id=account_id, region=region, name=name)
 
 
 def add_tags(session: Session, *, principal: Principal, request: AddTagsInput) -> list[Tag]:

@@ -44,9 +44,11 @@ class EndpointListFilter:
     last_modified: TimeRange = ANY_TIME
 
 
-def get_endpoint_by_name(session: Session, *, account_id: int, name: str) -> Endpoint | None:
+def get_endpoint_by_name(session: Session, *, account_id: int, region: str, name: str) -> Endpoint | None:
     return session.scalar(
-        select(Endpoint).where(Endpoint.account_id == account_id, Endpoint.name_key == name.lower())
+        select(Endpoint).where(
+            Endpoint.account_id == account_id, Endpoint.region == region, Endpoint.name_key == name.lower()
+        )
     )
 
 
@@ -66,7 +68,7 @@ def create_endpoint(
     deployment_config: dict[str, Any] | None,
 ) -> Endpoint:
     """Insert an endpoint in status Creating; raises NameAlreadyExistsError when the name is taken."""
-    if get_endpoint_by_name(session, account_id=account_id, name=name) is not None:
+    if get_endpoint_by_name(session, account_id=account_id, region=region, name=name) is not None:
         raise NameAlreadyExistsError(name)
     now = utc_now()
     endpoint = Endpoint(
@@ -143,9 +145,9 @@ def delete_endpoint_row(session: Session, *, endpoint: Endpoint) -> bool:
 
 
 def list_endpoints(
-    session: Session, *, account_id: int, page: PageRequest, filters: EndpointListFilter
+    session: Session, *, account_id: int, region: str, page: PageRequest, filters: EndpointListFilter
 ) -> Page[Endpoint]:
-    statement = select(Endpoint).where(Endpoint.account_id == account_id)
+    statement = select(Endpoint).where(Endpoint.account_id == account_id, Endpoint.region == region)
     if filters.status is not None:
         statement = statement.where(Endpoint.status == filters.status)
     statement = filters.last_modified.apply(statement, Endpoint.last_modified_at)

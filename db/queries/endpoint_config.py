@@ -21,10 +21,14 @@ _TABLE = NamedTable(
 )
 
 
-def get_endpoint_config_by_name(session: Session, *, account_id: int, name: str) -> EndpointConfig | None:
+def get_endpoint_config_by_name(
+    session: Session, *, account_id: int, region: str, name: str
+) -> EndpointConfig | None:
     return session.scalar(
         select(EndpointConfig).where(
-            EndpointConfig.account_id == account_id, EndpointConfig.name_key == name.lower()
+            EndpointConfig.account_id == account_id,
+            EndpointConfig.region == region,
+            EndpointConfig.name_key == name.lower(),
         )
     )
 
@@ -32,8 +36,8 @@ def get_endpoint_config_by_name(session: Session, *, account_id: int, name: str)
 def create_endpoint_config(
     session: Session, *, account_id: int, name: str, region: str, arn: str, spec: dict[str, Any]
 ) -> EndpointConfig:
-    """Insert a configuration; raises NameAlreadyExistsError when the account has that name."""
-    if get_endpoint_config_by_name(session, account_id=account_id, name=name) is not None:
+    """Insert a configuration; NameAlreadyExistsError when the account has that name in the region."""
+    if get_endpoint_config_by_name(session, account_id=account_id, region=region, name=name) is not None:
         raise NameAlreadyExistsError(name)
     config = EndpointConfig(
         account_id=account_id,
@@ -74,11 +78,14 @@ def list_endpoint_configs(
     session: Session,
     *,
     account_id: int,
+    region: str,
     page: PageRequest,
     name_contains: str | None = None,
     created: TimeRange = ANY_TIME,
 ) -> Page[EndpointConfig]:
-    statement = select(EndpointConfig).where(EndpointConfig.account_id == account_id)
+    statement = select(EndpointConfig).where(
+        EndpointConfig.account_id == account_id, EndpointConfig.region == region
+    )
     return list_named_rows(
         session, statement, table=_TABLE, page=page, name_contains=name_contains, created=created
     )

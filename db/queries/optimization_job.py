@@ -120,7 +120,7 @@ def create_optimization_job(
     source_model_container: dict[str, Any] | None = None,
 ) -> OptimizationJob:
     """Insert a job in STARTING with its first event; NameAlreadyExistsError on a duplicate name."""
-    if get_optimization_job_by_name(session, account_id=account_id, name=name) is not None:
+    if get_optimization_job_by_name(session, account_id=account_id, region=region, name=name) is not None:
         raise NameAlreadyExistsError(name)
     now = utc_now()
     job = OptimizationJob(
@@ -169,10 +169,12 @@ def get_optimization_job_by_id(
 
 
 def get_optimization_job_by_name(
-    session: Session, *, account_id: int, name: str, for_update: bool = False
+    session: Session, *, account_id: int, region: str, name: str, for_update: bool = False
 ) -> OptimizationJob | None:
     statement = select(OptimizationJob).where(
-        OptimizationJob.account_id == account_id, OptimizationJob.name_key == name.lower()
+        OptimizationJob.account_id == account_id,
+        OptimizationJob.region == region,
+        OptimizationJob.name_key == name.lower(),
     )
     if for_update:
         statement = statement.with_for_update()
@@ -202,16 +204,19 @@ def list_optimization_jobs(
     session: Session,
     *,
     account_id: int,
+    region: str,
     page: PageRequest,
     filters: JobListFilter | None = None,
     summaries_only: bool = False,
 ) -> Page[OptimizationJob]:
-    """One page of the account's jobs, filtered and sorted as ListOptimizationJobs asks.
+    """One page of the account's jobs in the region, filtered and sorted as ListOptimizationJobs asks.
 
     ``summaries_only`` loads just SUMMARY_COLUMNS; touching any other attribute then raises.
     """
     filters = filters or JobListFilter()
-    statement = select(OptimizationJob).where(OptimizationJob.account_id == account_id)
+    statement = select(OptimizationJob).where(
+        OptimizationJob.account_id == account_id, OptimizationJob.region == region
+    )
     if summaries_only:
         statement = statement.options(load_only(*SUMMARY_COLUMNS, raiseload=True))
     if filters.optimization_contains:
@@ -231,12 +236,17 @@ def list_optimization_jobs(
     )
 
 
-def count_active_optimization_jobs(session: Session, *, account_id: int) -> int:
+def count_active_optimization_jobs(session: Session, *, account_id: int, region: str) -> int:
+    """Active jobs of the account in the region: AWS's service quotas are per region."""
     return (
         session.scalar(
             select(func.count())
             .select_from(OptimizationJob)
-            .where(OptimizationJob.account_id == account_id, OptimizationJob.status.in_(ACTIVE_STATUSES))
+            .where(
+                OptimizationJob.account_id == account_id,
+                OptimizationJob.region == region,
+                OptimizationJob.status.in_(ACTIVE_STATUSES),
+            )
         )
         or 0
     )

@@ -21,10 +21,14 @@ _TABLE = NamedTable(
 )
 
 
-def get_sagemaker_model_by_name(session: Session, *, account_id: int, name: str) -> SageMakerModel | None:
+def get_sagemaker_model_by_name(
+    session: Session, *, account_id: int, region: str, name: str
+) -> SageMakerModel | None:
     return session.scalar(
         select(SageMakerModel).where(
-            SageMakerModel.account_id == account_id, SageMakerModel.name_key == name.lower()
+            SageMakerModel.account_id == account_id,
+            SageMakerModel.region == region,
+            SageMakerModel.name_key == name.lower(),
         )
     )
 
@@ -43,8 +47,8 @@ def create_sagemaker_model(
     vpc_config: dict[str, Any] | None = None,
     enable_network_isolation: bool | None = None,
 ) -> SageMakerModel:
-    """Insert a model; raises NameAlreadyExistsError when the account already has that name."""
-    if get_sagemaker_model_by_name(session, account_id=account_id, name=name) is not None:
+    """Insert a model; raises NameAlreadyExistsError when the account has that name in the region."""
+    if get_sagemaker_model_by_name(session, account_id=account_id, region=region, name=name) is not None:
         raise NameAlreadyExistsError(name)
     now = utc_now()
     model = SageMakerModel(
@@ -92,12 +96,15 @@ def list_sagemaker_models(
     session: Session,
     *,
     account_id: int,
+    region: str,
     page: PageRequest,
     name_contains: str | None = None,
     created: TimeRange = ANY_TIME,
 ) -> Page[SageMakerModel]:
-    """One page of the account's models, filtered and sorted as ListModels asks."""
-    statement = select(SageMakerModel).where(SageMakerModel.account_id == account_id)
+    """One page of the account's models in the region, filtered and sorted as ListModels asks."""
+    statement = select(SageMakerModel).where(
+        SageMakerModel.account_id == account_id, SageMakerModel.region == region
+    )
     return list_named_rows(
         session, statement, table=_TABLE, page=page, name_contains=name_contains, created=created
     )

@@ -24,7 +24,7 @@ from tests.factories.endpoints import (
     unique_name,
 )
 from tests.factories.sagemaker_models import create_model_request
-from tests.fixtures.live_server import AwsCli, LiveServer, sagemaker_client
+from tests.fixtures.live_server import TEST_REGION, AwsCli, LiveServer, sagemaker_client
 
 
 def error_of(raised: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
@@ -288,7 +288,9 @@ def test_an_endpoint_with_no_instance_answering_is_service_unavailable(
     sagemaker.create_endpoint_config(**config)
     sagemaker.create_endpoint(EndpointName="restarting", EndpointConfigName=config["EndpointConfigName"])
     with committed_session_factory() as session:
-        endpoint = get_endpoint_by_name(session, account_id=account.account_id, name="restarting")
+        endpoint = get_endpoint_by_name(
+            session, account_id=account.account_id, region=TEST_REGION, name="restarting"
+        )
         assert endpoint is not None
         change_endpoint(
             session,

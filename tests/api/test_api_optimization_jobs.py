@@ -21,7 +21,7 @@ from db.queries.optimization_job import (
 from tests.factories.accounts import AccountCredentials, create_account
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.factories.sagemaker_models import create_model_request
-from tests.fixtures.live_server import DispatchTarget
+from tests.fixtures.live_server import TEST_REGION, DispatchTarget
 
 SessionFactory = sessionmaker[Session]
 ECHOED = [
@@ -45,7 +45,9 @@ def error_of(raised: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
 
 def load_job(factory: SessionFactory, account: AccountCredentials, name: str) -> OptimizationJob:
     with factory() as session:
-        job = get_optimization_job_by_name(session, account_id=account.account_id, name=name)
+        job = get_optimization_job_by_name(
+            session, account_id=account.account_id, region=TEST_REGION, name=name
+        )
         assert job is not None
         return job
 
@@ -53,7 +55,9 @@ def load_job(factory: SessionFactory, account: AccountCredentials, name: str) ->
 def move_job(factory: SessionFactory, account: AccountCredentials, name: str, *statuses: Status) -> None:
     """Play the worker's part: walk the job through ``statuses``."""
     with factory() as session:
-        job = get_optimization_job_by_name(session, account_id=account.account_id, name=name)
+        job = get_optimization_job_by_name(
+            session, account_id=account.account_id, region=TEST_REGION, name=name
+        )
         assert job is not None
         for status in statuses:
             transition_optimization_job(session, job=job, status=status, message=f"worker: {status}")
@@ -279,7 +283,7 @@ def test_completed_job_shows_output_and_failed_job_its_reason(
     sagemaker.create_optimization_job(**failed)
     with committed_session_factory() as session:
         job = get_optimization_job_by_name(
-            session, account_id=account.account_id, name=done["OptimizationJobName"]
+            session, account_id=account.account_id, region=TEST_REGION, name=done["OptimizationJobName"]
         )
         assert job is not None
         transition_optimization_job(session, job=job, status=Status.INPROGRESS, message="run")
@@ -291,7 +295,7 @@ def test_completed_job_shows_output_and_failed_job_its_reason(
     move_job(committed_session_factory, account, failed["OptimizationJobName"], Status.INPROGRESS)
     with committed_session_factory() as session:
         job = get_optimization_job_by_name(
-            session, account_id=account.account_id, name=failed["OptimizationJobName"]
+            session, account_id=account.account_id, region=TEST_REGION, name=failed["OptimizationJobName"]
         )
         assert job is not None
         transition_optimization_job(

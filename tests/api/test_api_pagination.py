@@ -14,7 +14,7 @@ from db.models.optimization_job_status import OptimizationJobStatus as Status
 from db.queries.optimization_job import get_optimization_job_by_name, transition_optimization_job
 from tests.factories.accounts import AccountCredentials
 from tests.factories.optimization_jobs import create_optimization_job_request
-from tests.fixtures.live_server import AwsCli
+from tests.fixtures.live_server import TEST_REGION, AwsCli
 
 NAMES = ["p-delta", "p-alpha", "q-echo", "p-charlie", "p-bravo"]
 
@@ -27,7 +27,9 @@ def five_jobs(
     for name in NAMES:
         sagemaker.create_optimization_job(**create_optimization_job_request(OptimizationJobName=name))
     with committed_session_factory() as session:
-        job = get_optimization_job_by_name(session, account_id=account.account_id, name="p-alpha")
+        job = get_optimization_job_by_name(
+            session, account_id=account.account_id, region=TEST_REGION, name="p-alpha"
+        )
         assert job is not None
         transition_optimization_job(session, job=job, status=Status.FAILED, message="x", failure_reason="x")
         session.commit()

@@ -22,7 +22,7 @@ from tests.api.signed_http import rest_call
 from tests.factories.accounts import AccountCredentials
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.factories.sagemaker_models import create_model_request
-from tests.fixtures.live_server import LiveServer
+from tests.fixtures.live_server import TEST_REGION, LiveServer
 
 OPENAPI_FILE = Path(__file__).resolve().parents[2] / "openapi.yaml"
 
@@ -62,7 +62,9 @@ def test_job_routes_match_the_aws_operations(
     assert listed.json() == {"OptimizationJobSummaries": as_wire}
 
     with committed_session_factory() as session:
-        job = get_optimization_job_by_name(session, account_id=account.account_id, name=name)
+        job = get_optimization_job_by_name(
+            session, account_id=account.account_id, region=TEST_REGION, name=name
+        )
         assert job is not None
         transition_optimization_job(session, job=job, status=Status.INPROGRESS, message="picked up")
         record_job_progress(
@@ -92,7 +94,9 @@ def test_job_routes_match_the_aws_operations(
 
     recommendation = {"min_speedup": 1.03, "levels": [{"concurrency": 1, "configuration": "No EAGLE"}]}
     with committed_session_factory() as session:
-        job = get_optimization_job_by_name(session, account_id=account.account_id, name=name)
+        job = get_optimization_job_by_name(
+            session, account_id=account.account_id, region=TEST_REGION, name=name
+        )
         assert job is not None
         set_job_output(
             session,

@@ -37,6 +37,7 @@ from db.session import create_db_engine, create_session_factory, unit_of_work
 from migrations.runner import upgrade_to_head
 from tests.factories.accounts import create_account
 from tests.factories.optimization_jobs import create_optimization_job
+from tests.factories.rows import DEFAULT_REGION
 from tests.factories.sagemaker_models import create_sagemaker_model
 
 CALLERS = 5
@@ -186,7 +187,12 @@ def test_parallel_deletes_of_a_model_have_one_winner(database: Database, princip
         assert isinstance(loser, ValidationException), loser
         assert str(loser).startswith("Could not find model"), loser
     with database.factory() as session:
-        assert get_sagemaker_model_by_name(session, account_id=principal.account_id, name=name) is None
+        assert (
+            get_sagemaker_model_by_name(
+                session, account_id=principal.account_id, region=DEFAULT_REGION, name=name
+            )
+            is None
+        )
 
 
 def test_parallel_stops_record_one_stopping_event(database: Database, principal: Principal) -> None:

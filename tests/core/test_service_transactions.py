@@ -25,6 +25,7 @@ from db.queries.sagemaker_model import get_sagemaker_model_by_name
 from db.session import UnitOfWork, unit_of_work
 from tests.factories.accounts import TEST_ROLE_NAME, create_account
 from tests.factories.optimization_jobs import create_optimization_job_request
+from tests.factories.rows import DEFAULT_REGION
 from tests.factories.sagemaker_models import create_model_request
 
 SessionFactory = sessionmaker[Session]
@@ -137,10 +138,14 @@ def test_no_service_commits_a_rolled_back_transaction(
     assert load_job(factory, new_job.id) is None
     with factory() as other:
         assert (
-            get_sagemaker_model_by_name(other, account_id=principal.account_id, name=new_model.model_name)
+            get_sagemaker_model_by_name(
+                other, account_id=principal.account_id, region=DEFAULT_REGION, name=new_model.model_name
+            )
             is None
         )
-        assert get_sagemaker_model_by_name(other, account_id=principal.account_id, name=kept_model.model_name)
+        assert get_sagemaker_model_by_name(
+            other, account_id=principal.account_id, region=DEFAULT_REGION, name=kept_model.model_name
+        )
     stopped, deleted = load_job(factory, running.id), load_job(factory, failed.id)
     assert stopped is not None
     assert stopped.status is Status.INPROGRESS

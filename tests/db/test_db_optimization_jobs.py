@@ -31,6 +31,7 @@ from db.queries.optimization_job import (
 from db.types import utc_now
 from tests.factories.accounts import AccountCredentials, create_account
 from tests.factories.optimization_jobs import create_optimization_job
+from tests.factories.rows import DEFAULT_REGION
 
 
 @pytest.fixture
@@ -63,7 +64,9 @@ def test_names_are_unique_per_account_ignoring_case(db_session: Session, owner: 
         make_job(db_session, owner, name="SAME")
     other = create_account(db_session)
     assert make_job(db_session, other, name="same").account_id == other.account_id
-    found = get_optimization_job_by_name(db_session, account_id=owner.account_id, name="sAmE")
+    found = get_optimization_job_by_name(
+        db_session, account_id=owner.account_id, region=DEFAULT_REGION, name="sAmE"
+    )
     assert found is not None
     assert found.name == "Same"
 
@@ -165,7 +168,7 @@ def test_active_job_count(db_session: Session, owner: AccountCredentials) -> Non
     finished = make_job(db_session, owner)
     transition_optimization_job(db_session, job=finished, status=Status.FAILED, message="x")
     transition_optimization_job(db_session, job=running, status=Status.INPROGRESS, message="x")
-    assert count_active_optimization_jobs(db_session, account_id=owner.account_id) == 1
+    assert count_active_optimization_jobs(db_session, account_id=owner.account_id, region=DEFAULT_REGION) == 1
 
 
 def test_list_filters_sorts_and_pages(db_session: Session, owner: AccountCredentials) -> None:
@@ -181,7 +184,7 @@ def test_list_filters_sorts_and_pages(db_session: Session, owner: AccountCredent
 
     def names_of(page_request: PageRequest, filters: JobListFilter | None = None) -> list[str]:
         page = list_optimization_jobs(
-            db_session, account_id=owner.account_id, page=page_request, filters=filters
+            db_session, account_id=owner.account_id, region=DEFAULT_REGION, page=page_request, filters=filters
         )
         return [job.name for job in page.items]
 
@@ -201,7 +204,9 @@ def test_list_filters_sorts_and_pages(db_session: Session, owner: AccountCredent
     seen: list[str] = []
     request = PageRequest(sort_key=SortKey.STATUS, descending=False, limit=2)
     while True:
-        page = list_optimization_jobs(db_session, account_id=owner.account_id, page=request)
+        page = list_optimization_jobs(
+            db_session, account_id=owner.account_id, region=DEFAULT_REGION, page=request
+        )
         seen.extend(job.name for job in page.items)
         if page.next_cursor is None:
             break

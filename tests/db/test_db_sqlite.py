@@ -18,6 +18,7 @@ from db.types import UtcDateTime
 from migrations.runner import upgrade_to_head
 from tests.factories.accounts import create_account
 from tests.factories.optimization_jobs import create_optimization_job
+from tests.factories.rows import DEFAULT_REGION
 
 
 @pytest.fixture
@@ -41,7 +42,9 @@ def test_jobs_round_trip_with_json_and_aware_times(sqlite_session: Session) -> N
     transition_optimization_job(sqlite_session, job=job, status=Status.INPROGRESS, message="go")
     sqlite_session.commit()
     sqlite_session.expire_all()
-    page = list_optimization_jobs(sqlite_session, account_id=owner.account_id, page=PageRequest())
+    page = list_optimization_jobs(
+        sqlite_session, account_id=owner.account_id, region=DEFAULT_REGION, page=PageRequest()
+    )
     (loaded,) = page.items
     assert loaded.optimization_environment == {"EAGLE_TTT_STEPS": "3"}
     assert loaded.model_source == {"S3": {"S3Uri": "s3://models/llama/"}}

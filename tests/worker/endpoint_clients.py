@@ -18,6 +18,7 @@ from db.queries.endpoint import get_endpoint_by_name
 from db.queries.endpoint_instance import list_endpoint_instances
 from db.session import session_scope
 from tests.factories.accounts import AccountCredentials
+from tests.fixtures.live_server import TEST_REGION
 
 
 def runtime_client(api_url: str, account: AccountCredentials) -> Any:
@@ -92,7 +93,7 @@ def instances(
     factory: sessionmaker[Session], account: AccountCredentials, name: str
 ) -> list[EndpointInstance]:
     with session_scope(factory) as session:
-        endpoint = get_endpoint_by_name(session, account_id=account.account_id, name=name)
+        endpoint = get_endpoint_by_name(session, account_id=account.account_id, region=TEST_REGION, name=name)
         assert endpoint is not None
         rows = list_endpoint_instances(session, endpoint_id=endpoint.id, generation=endpoint.generation)
         session.expunge_all()

@@ -64,7 +64,9 @@ def variant_model(settings: Settings, *, owner: EndpointOwner, spec: dict[str, A
     (or else the model's), as SageMaker reads model files and writes captured data."""
     name = str(spec["ProductionVariants"][0]["ModelName"])
     with session_scope() as session:
-        model = get_sagemaker_model_by_name(session, account_id=owner.account_id, name=name)
+        model = get_sagemaker_model_by_name(
+            session, account_id=owner.account_id, region=owner.region, name=name
+        )
         if model is None:
             arn = sagemaker_model_arn(region=owner.region, aws_account_id=owner.aws_account_id, name=name)
             raise EndpointFailedError(f'Could not find model "{arn}".')

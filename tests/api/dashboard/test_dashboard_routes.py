@@ -19,7 +19,7 @@ from tests.factories.accounts import AccountCredentials, create_account
 from tests.factories.endpoints import create_endpoint_config_request
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.factories.sagemaker_models import create_model_request
-from tests.fixtures.live_server import LiveServer
+from tests.fixtures.live_server import TEST_REGION, LiveServer
 
 
 def create_job(server: LiveServer, account: AccountCredentials, name: str) -> None:
@@ -35,7 +35,9 @@ def get(server: LiveServer, account: AccountCredentials, path: str) -> httpx.Res
 def start_training(factory: sessionmaker[Session], account: AccountCredentials, name: str) -> None:
     """What the worker writes while a job trains: INPROGRESS, progress, two training steps."""
     with factory() as session:
-        job = get_optimization_job_by_name(session, account_id=account.account_id, name=name, for_update=True)
+        job = get_optimization_job_by_name(
+            session, account_id=account.account_id, region=TEST_REGION, name=name, for_update=True
+        )
         assert job is not None
         transition_optimization_job(session, job=job, status=Status.INPROGRESS, message="picked up")
         record_job_progress(
