@@ -24,7 +24,8 @@ from trainer.eagle.export import RUN_HEAD_DIRNAME
 from trainer.eagle.reporting import TrainProgress, TrainResult
 from trainer.eagle.serving_settings import recorded_speculative_tokens, served_speculative_tokens
 from trainer.eagle.validate import validate_head
-from trainer.train import _draft_vocab, train
+from trainer.train import train
+from trainer.training.head import draft_vocab
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -324,7 +325,7 @@ def test_data_without_assistant_turns_is_a_clear_error(tiny_llama_dir: Path, tmp
 def test_regeneration_replaces_answers_with_the_targets_own(
     tiny_llama_dir: Path, data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="trainer.train")
+    caplog.set_level(logging.INFO, logger="trainer.training")
     result = train(
         config(
             tiny_llama_dir,
@@ -362,7 +363,7 @@ def test_a_run_reusing_distilled_replies_still_trains_on_the_features_it_recorde
     reused = tmp_path / "first" / "regenerated.jsonl"
     if continue_head:
         distil["init_head_dir"] = tmp_path / "first" / RUN_HEAD_DIRNAME
-    caplog.set_level(logging.INFO, logger="trainer.train")
+    caplog.set_level(logging.INFO, logger="trainer.training")
     result = train(config(tiny_llama_dir, data, tmp_path / "second", distilled_paths=[reused], **distil))
     assert (result.data.conversations_used, result.data.regenerated_conversations) == (40, 28)
     adopted = re.search(r"(\d+) of (\d+) training batches use features recorded", caplog.text)
@@ -408,7 +409,7 @@ def test_cli_trains_a_smollm2_head_on_real_data(smollm2_dir: Path, tmp_path: Pat
 def test_default_draft_vocabulary_is_the_smallest_that_covers_the_data() -> None:
     tokens = list(range(100, 1600))  # 1500 distinct learned tokens
     samples = [TokenizedConversation(input_ids=tokens, loss_mask=[1] * len(tokens))]
-    assert _draft_vocab(samples, None, 50_000).draft_vocab_size == 2048
+    assert draft_vocab(samples, None, 50_000).draft_vocab_size == 2048
     # 1024 covers 68%: the whole (1700-token) vocabulary is next.
-    assert _draft_vocab(samples, None, 1700).draft_vocab_size == 1700
-    assert _draft_vocab(samples, 300, 50_000).draft_vocab_size == 300
+    assert draft_vocab(samples, None, 1700).draft_vocab_size == 1700
+    assert draft_vocab(samples, 300, 50_000).draft_vocab_size == 300

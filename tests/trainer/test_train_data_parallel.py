@@ -18,7 +18,7 @@ from trainer.eagle.batching import plan_batches
 from trainer.eagle.data import data_fingerprint, load_prepared
 from trainer.eagle.process_group import CONFIG_FILE, STORE_FILE
 from trainer.eagle.reporting import TrainProgress
-from trainer.train import _share_cores, train
+from trainer.train import share_cores, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -180,8 +180,8 @@ def test_ranks_without_a_thread_count_share_the_cores(
     tiny_llama_dir: Path, data: Path, tmp_path: Path
 ) -> None:
     torch.set_num_threads(2)  # one_torch_thread restores the count after the test
-    _share_cores(config(tiny_llama_dir, data, tmp_path, nproc=2, num_threads=None))
+    share_cores(config(tiny_llama_dir, data, tmp_path, nproc=2, num_threads=None))
     assert torch.get_num_threads() == 1
     torch.set_num_threads(2)
-    _share_cores(config(tiny_llama_dir, data, tmp_path, nproc=2, num_threads=2))
+    share_cores(config(tiny_llama_dir, data, tmp_path, nproc=2, num_threads=2))
     assert torch.get_num_threads() == 2  # an explicit count per process is kept
