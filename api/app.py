@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
 
 from api import aws_json_route
 from api.body_limit import BodyLimitMiddleware
@@ -62,7 +63,10 @@ def create_app(settings: Settings | None = None, *, dispatcher: JobDispatcher | 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         prepare_database(state)
+        # At once, not at the first capture: what a killed api left in the spool is stored now.
+        state.runtime.captures.start()
         yield
+        await run_in_threadpool(state.runtime.captures.close)
         await state.runtime.aclose()
         state.engine.dispose()
 

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.auth.authenticator import AccessKeyCache, Authenticator
 from api.auth.signed_headers import HostPolicy
 from api.metrics import ApiMetrics
+from api.runtime.capture_spool import spool_directory
 from api.runtime.state import RuntimeState
 from core.job_dispatcher import JobDispatcher
 from db.session import create_db_engine, create_read_session_factory, create_session_factory
@@ -49,6 +50,9 @@ class ApiState:
             dispatcher=dispatcher,
             metrics=metrics,
             runtime=RuntimeState(
-                read_session_factory, metrics.registry, write_session_factory=session_factory
+                read_session_factory,
+                metrics.registry,
+                capture_spool_dir=spool_directory(settings.state_dir, settings.database_url),
+                write_session_factory=session_factory,
             ),
         )

@@ -77,9 +77,8 @@ async def invoke_endpoint(endpoint_name: str, request: Request) -> Response:
         raise
     document = response_document(call, answer)
     output = json.dumps(document).encode()
-    state.runtime.finished(
-        invocation, text=completion_text(call, answer), usage=answer.get("usage"), response_body=output
-    )
+    state.runtime.finished(invocation, text=completion_text(call, answer), usage=answer.get("usage"))
+    await state.runtime.capture(invocation, response_body=output)
     return Response(output, media_type="application/json", headers={VARIANT_HEADER: target.variant_name})
 
 
@@ -125,14 +124,16 @@ async def invoke_endpoint_with_response_stream(endpoint_name: str, request: Requ
                 else:
                     yield event_stream.payload_part(b"data: " + json.dumps(event).encode() + b"\n\n")
             text = "".join(pieces)
+            state.runtime.finished(invocation, text=text, usage=usage)
+            # Captured before the last event: a client that saw the stream end has it on disk.
+            document = json.dumps(streamed_document(call, text)).encode()
+            await state.runtime.capture(invocation, response_body=document)
             if call.kind == "inputs":
                 full = (call.prompt or "") + text if call.return_full_text else text
                 final = {"token": {"text": ""}, "generated_text": full}
                 yield event_stream.payload_part(json.dumps(final).encode() + b"\n")
             else:
                 yield event_stream.payload_part(b"data: [DONE]\n\n")
-            document = json.dumps(streamed_document(call, text)).encode()
-            state.runtime.finished(invocation, text=text, usage=usage, response_body=document)
         except Exception as error:  # the status line is sent: the error travels as an event
             state.runtime.finished(invocation, error=error)
             yield event_stream.model_stream_error(str(error), "ModelStreamError")
