@@ -1,4 +1,5 @@
-"""/dashboard: the single page and its static files (no data in them, so no signature needed)."""
+"""/dashboard: the single page, its static files and its defaults (no account data in them, so
+no signature needed)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from api.dashboard import endpoints, jobs, models
+from api.deps import SettingsDep
 
 STATIC_DIR = Path(__file__).with_name("static")
 
@@ -24,6 +26,13 @@ def dashboard_index() -> FileResponse:
 @router.get("/")
 def dashboard_index_slash() -> RedirectResponse:
     return RedirectResponse("/dashboard")
+
+
+@router.get("/defaults")
+def dashboard_defaults(settings: SettingsDep) -> dict[str, str]:
+    """What the sign-in form starts with: the stack's default region. A signed request's region is
+    the one in its credential scope, so the region the user signs in with is the one they see."""
+    return {"region": settings.default_region}
 
 
 def include_dashboard(app: FastAPI) -> None:

@@ -115,6 +115,10 @@ def test_invoke_endpoint_and_the_rest_face_use_the_signed_region(
     assert [m["ModelName"] for m in rest("/v1/models", TEST_REGION).json()["Models"]] == ["west-only"]
     assert rest("/v1/models", OTHER_REGION).json()["Models"] == []
     assert rest("/dashboard/api/models", OTHER_REGION).json()["Models"] == []
+    # The dashboard's sign-in form starts from the stack's default region (no signature needed).
+    assert httpx.get(f"{live_server.url}/dashboard/defaults").json() == {
+        "region": live_server.settings.default_region
+    }
 
 
 def test_a_next_token_from_one_region_is_refused_in_another(sagemaker: Any, east: Any) -> None:

@@ -18,7 +18,9 @@ from db.queries.endpoint import get_endpoint_by_name
 from db.queries.endpoint_instance import list_endpoint_instances
 from db.session import session_scope
 from tests.factories.accounts import AccountCredentials
-from tests.fixtures.live_server import TEST_REGION
+
+# The region the worker tests' clients sign for (tests/worker/conftest.py's worker_sagemaker too).
+WORKER_REGION = "us-east-1"
 
 
 def runtime_client(api_url: str, account: AccountCredentials) -> Any:
@@ -27,7 +29,7 @@ def runtime_client(api_url: str, account: AccountCredentials) -> Any:
         endpoint_url=api_url,
         aws_access_key_id=account.access_key_id,
         aws_secret_access_key=account.secret_access_key,
-        region_name="us-east-1",
+        region_name=WORKER_REGION,
         config=Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=300),
     )
 
@@ -93,7 +95,9 @@ def instances(
     factory: sessionmaker[Session], account: AccountCredentials, name: str
 ) -> list[EndpointInstance]:
     with session_scope(factory) as session:
-        endpoint = get_endpoint_by_name(session, account_id=account.account_id, region=TEST_REGION, name=name)
+        endpoint = get_endpoint_by_name(
+            session, account_id=account.account_id, region=WORKER_REGION, name=name
+        )
         assert endpoint is not None
         rows = list_endpoint_instances(session, endpoint_id=endpoint.id, generation=endpoint.generation)
         session.expunge_all()

@@ -15,7 +15,7 @@ from db.queries.optimization_job import get_optimization_job_by_name, list_job_e
 from db.session import session_scope
 from tests.factories.accounts import AccountCredentials
 from tests.factories.optimization_jobs import create_optimization_job_request
-from tests.fixtures.live_server import TEST_REGION
+from tests.worker.endpoint_clients import WORKER_REGION
 
 
 class WorkerJobs:
@@ -43,7 +43,7 @@ class WorkerJobs:
         """The job's row as the worker left it (stage, last message, task id)."""
         with session_scope(self.session_factory) as session:
             job = get_optimization_job_by_name(
-                session, account_id=self.account.account_id, region=TEST_REGION, name=name
+                session, account_id=self.account.account_id, region=WORKER_REGION, name=name
             )
             assert job is not None
             return job
@@ -93,7 +93,7 @@ class WorkerJobs:
         """(status, message) of every event of the job, oldest first."""
         with session_scope(self.session_factory) as session:
             job = get_optimization_job_by_name(
-                session, account_id=self.account.account_id, region=TEST_REGION, name=name
+                session, account_id=self.account.account_id, region=WORKER_REGION, name=name
             )
             assert job is not None
             return [(event.status, event.message) for event in list_job_events(session, job_id=job.id)]

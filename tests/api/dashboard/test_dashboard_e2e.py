@@ -28,7 +28,6 @@ from tests.client.client_stack import ClientStack
 from tests.factories.accounts import AccountCredentials, create_account
 from tests.factories.optimization_jobs import create_optimization_job_request
 from tests.factories.sagemaker_models import create_model_request
-from tests.fixtures.live_server import TEST_REGION
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, requires_chromium]
 
@@ -169,7 +168,10 @@ def test_the_job_page_plots_what_the_worker_recorded_and_published(
 
     with worker_session_factory() as session:
         job = get_optimization_job_by_name(
-            session, account_id=client_stack.account.account_id, region=TEST_REGION, name=watched_job.name
+            session,
+            account_id=client_stack.account.account_id,
+            region=client_stack.region,
+            name=watched_job.name,
         )
         assert job is not None
         recorded = list_training_points(session, job_id=job.id, max_points=400)

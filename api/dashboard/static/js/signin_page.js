@@ -18,6 +18,18 @@ export function renderSignIn(root, { onSignedIn, reason }) {
     required: true,
   });
   const region = h("input", { id: "region", name: "region", value: "us-east-1", required: true });
+  // Every resource lives in the region its requests are signed for: start from the stack's
+  // default, unless the user has typed one meanwhile.
+  let regionEdited = false;
+  region.addEventListener("input", () => {
+    regionEdited = true;
+  });
+  fetch("/dashboard/defaults")
+    .then((response) => (response.ok ? response.json() : null))
+    .then((defaults) => {
+      if (defaults?.region && !regionEdited) region.value = defaults.region;
+    })
+    .catch(() => {});
   const submit = h("button", { type: "submit", id: "sign-in" }, "Sign in");
 
   async function signIn(event) {
