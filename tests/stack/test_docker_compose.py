@@ -155,6 +155,14 @@ def test_app_commands_are_real_eaglenest_subcommands(compose: dict[str, Any], se
     assert callable(args.handler)
 
 
+def test_the_api_keeps_its_capture_spool_on_a_volume(compose: dict[str, Any]) -> None:
+    api = compose["services"]["api"]
+    state_dir = api["environment"]["EAGLENEST_STATE_DIR"]
+    volume, mount = next(entry.split(":") for entry in api["volumes"] if entry.startswith("api-state:"))
+    assert state_dir.startswith(f"{mount}/")
+    assert volume in compose["volumes"]
+
+
 def test_stopping_a_worker_requeues_its_job_before_docker_kills_it(compose: dict[str, Any]) -> None:
     worker = compose["services"]["worker"]
     assert worker["environment"]["REMAP_SIGTERM"] == "SIGQUIT"
