@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -127,6 +128,10 @@ class CaptureSpool:
         """
         if not self.directory.is_dir():
             return []
+        for hidden in self.directory.glob(".*.tmp"):
+            # Only old ones: a fresh one may be between its creation and its lock.
+            if _modified(hidden) < time.time() - 60:
+                _remove_if_abandoned(hidden)
         claimed: list[Segment] = []
         for path in sorted(self.directory.glob(f"*{SUFFIX}"), key=_modified):
             try:
@@ -164,6 +169,21 @@ class CaptureSpool:
                 os.fsync(self._active.fd)
                 self._active.release()
                 self._active = None
+
+
+def _remove_if_abandoned(hidden: Path) -> None:
+    """A file _create made but never renamed (its process died in between): empty, unlocked."""
+    try:
+        fd = os.open(hidden, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        hidden.unlink(missing_ok=True)
+    except BlockingIOError:
+        pass  # its process is about to rename it
+    finally:
+        os.close(fd)
 
 
 def _modified(path: Path) -> float:
