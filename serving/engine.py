@@ -36,18 +36,17 @@ from types import TracebackType
 import torch
 from transformers import PreTrainedModel
 
+from engine.segments import Segment, SegmentOutput, SequenceCache, ServingTarget
 from serving.metrics import EngineMetrics
-from serving.recurrent_target import RecurrentTarget
 from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
+from serving.targets import serving_target
 from speculative.batch_draft import DraftRequest, propose_batch
 from speculative.decoder import SpeculativeDecoder, _check_head_fits, _eos_of
 from speculative.draft import Drafter, Proposal
 from speculative.packed_linear import pack_linear_layers, packing_available
 from speculative.sequence import SequenceState
-from trainer.eagle.capture import linear_attention_reason
 from trainer.eagle.model import Eagle3DraftModel
-from trainer.eagle.packed_target import PackedTarget, Segment, SegmentOutput, SequenceCache, ServingTarget
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +86,7 @@ class ServingEngine:
         max_batch_size: int = 8,
         eos_token_ids: Iterable[int] | None = None,
         pack_weights: bool | None = None,
+        attention: str = "auto",
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
@@ -108,11 +108,11 @@ class ServingEngine:
             if self.head is not None:
                 pack_linear_layers(self.head)
         aux_layer_ids = head.config.aux_layer_ids if head is not None else None
-        # Linear-attention state cannot be packed across sequences: one forward per sequence.
-        self.target: ServingTarget = (
-            PackedTarget(target.eval(), aux_layer_ids)  # type: ignore[no-untyped-call]
-            if linear_attention_reason(target.config) is None
-            else RecurrentTarget(target.eval(), aux_layer_ids)  # type: ignore[no-untyped-call]
+        self.target: ServingTarget = serving_target(
+            target.eval(),  # type: ignore[no-untyped-call]
+            aux_layer_ids,
+            attention=attention,
+            max_sequences=max_batch_size,
         )
         self.metrics = EngineMetrics(max_positions=self.speculation.max_tokens)
         self._queue: queue.Queue[RequestHandle] = queue.Queue()

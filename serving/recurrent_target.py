@@ -16,9 +16,9 @@ from contextlib import ExitStack
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from engine.segments import Segment, SegmentOutput, SequenceCache
 from speculative.recurrent_state import ForwardSnapshot, snapshot, undo_last_tokens
 from trainer.eagle.capture import TargetFeatureCapture
-from trainer.eagle.packed_target import Segment, SegmentOutput, SequenceCache
 
 
 class RecurrentSequenceCache:

@@ -32,11 +32,14 @@ from transformers import (
     StoppingCriteriaList,
 )
 
+from engine.generation import batching_supported, generate_batched
+from engine.replies import Reply, SampleFeatures
+from engine.sampling import Sampling
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import ChatTemplateError, render_chat, user_turn_prefix
 from trainer.eagle.capture import output_head
-from trainer.eagle.generation_features import FeaturedSample, GenerationRecorder, SampleFeatures
-from trainer.eagle.packed_generation import Recording, Reply, Sampling, generate_packed, packing_supported
+from trainer.eagle.generation_features import FeaturedSample, GenerationRecorder
+from trainer.eagle.packed_generation import Recording, generate_packed, packing_supported
 
 
 @dataclass
@@ -219,12 +222,16 @@ def continue_conversations(
     feature_dtypes: tuple[torch.dtype, torch.dtype] = (torch.bfloat16, torch.float16),
     continuous: bool = True,
     context_loss: bool = False,
+    exact: bool = False,
 ) -> ContinuationResult:
     """Append the target's reply to each context, up to ``batch_size`` rows at a time.
 
-    Full-attention targets run with continuous batching (``generate_packed``: a row that ends
-    makes room for the next context at once); other targets, or ``continuous=False``, run in
-    fixed batches through ``generate``.
+    Attention targets run with continuous batching on the engine's slot pool
+    (``engine.generation.generate_batched``: a row that ends makes room for the next context
+    at once, one attention call per layer for the whole batch); with ``exact`` they run on the
+    packed path instead, whose replies are bit-for-bit batch-1 greedy decoding's (slower:
+    attention sequence by sequence). Recurrent targets, or ``continuous=False``, run in fixed
+    batches through ``generate``.
     ``should_stop`` is checked before every step (every batch for fixed batches); replies in
     flight then come back cut, and the replies done so far are returned in input order.
     With ``feature_layers`` (aux layer ids) each sample carries the target features
@@ -239,7 +246,7 @@ def continue_conversations(
     sampling = Sampling(temperature=temperature, top_p=top_p)
     opening = fixed_opening(tokenizer)
     try:
-        if continuous and packing_supported(model):
+        if continuous and (batching_supported(model) if not exact else packing_supported(model)):
             finished = 0
 
             def count(_index: int, _reply: Reply) -> None:
@@ -247,19 +254,35 @@ def continue_conversations(
                 finished += 1
                 progress(finished)
 
-            replies, stopped = generate_packed(
-                model,
-                [c.prompt_ids for c in contexts],
-                stop_ids=stop_ids,
-                max_new_tokens=max_new_tokens,
-                batch_size=batch_size,
-                sampling=sampling,
-                recording=recording,
-                should_stop=should_stop,
-                on_reply=count,
-                # Its last token may merge differently with the user's text; the rest is shared.
-                shared_prefix=opening[:-1],
-            )
+            # Its last token may merge differently with the user's text; the rest is shared.
+            shared = opening[:-1]
+            prompts = [c.prompt_ids for c in contexts]
+            if exact:
+                replies, stopped = generate_packed(
+                    model,
+                    prompts,
+                    stop_ids=stop_ids,
+                    max_new_tokens=max_new_tokens,
+                    batch_size=batch_size,
+                    sampling=sampling,
+                    recording=recording,
+                    should_stop=should_stop,
+                    on_reply=count,
+                    shared_prefix=shared,
+                )
+            else:
+                replies, stopped = generate_batched(
+                    model,
+                    prompts,
+                    stop_ids=stop_ids,
+                    max_new_tokens=max_new_tokens,
+                    batch_size=batch_size,
+                    sampling=sampling,
+                    recorder=None if recording is None else recording.recorder(model),
+                    should_stop=should_stop,
+                    on_reply=count,
+                    shared_prefix=shared,
+                )
         else:
             replies, stopped = _continue_in_batches(
                 model,

@@ -21,19 +21,11 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 from transformers import PreTrainedModel
 
+from engine.replies import SampleFeatures
 from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.capture import check_aux_layer_ids, decoder_layers, final_norm
 from trainer.eagle.features import TargetFeatures
 from trainer.eagle.hooks import ScopedHooks, layer_input
-
-
-@dataclass(frozen=True)
-class SampleFeatures:
-    """One sample's target outputs, position by position (length = the sample's tokens)."""
-
-    aux_hidden_states: torch.Tensor  # [L, 3*H]
-    final_hidden: torch.Tensor  # [L, H], after the target's final norm
-    argmax_ids: torch.Tensor  # [L] the target's greedy next token where the loss reads it, else 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,25 +23,12 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
-from trainer.eagle.generation_features import GenerationRecorder, SampleFeatures
+from engine.replies import Reply, SampleFeatures
+from engine.sampling import Sampling, next_tokens
+from engine.segments import Segment
+from trainer.eagle.generation_features import GenerationRecorder
 from trainer.eagle.packed_attention import SequenceKV
-from trainer.eagle.packed_target import PackedTarget, Segment, uses_full_attention
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One prompt's reply: tokens without the stop token, the stop token (None when cut at the
-    length cap or by a stop request), and the recorded features of prompt + reply."""
-
-    tokens: list[int]
-    stop_token: int | None
-    features: SampleFeatures | None
-
-
-@dataclass(frozen=True, slots=True)
-class Sampling:
-    temperature: float  # 0: greedy
-    top_p: float
+from trainer.eagle.packed_target import PackedTarget, uses_full_attention
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,9 +190,7 @@ def _step(
 ) -> list[int]:
     """One target forward over every row's feed; the next token of each row."""
     outputs = target.forward([Segment(cache=row.cache, token_ids=row.feed, keep=1) for row in active])
-    logits = torch.cat([output.logits for output in outputs]).float()
-    greedy = logits.argmax(-1)
-    chosen = greedy if sampling.temperature == 0 else sample_tokens(logits, sampling)
+    greedy, chosen = next_tokens(torch.cat([output.logits for output in outputs]).float(), sampling)
     if recorder is not None:
         aux, final = recorder.take_latest()
         lengths = [len(row.feed) for row in active]
@@ -216,20 +201,6 @@ def _step(
     for row, choice in zip(active, greedy.tolist(), strict=True):
         row.argmax.append(int(choice))
     return [int(token) for token in chosen.tolist()]
-
-
-def sample_tokens(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
-    """One token per row from ``logits`` [R, V] at the temperature, kept to the top-p nucleus
-    (the smallest set of most likely tokens whose mass reaches top_p; never empty)."""
-    scaled = logits / sampling.temperature
-    if sampling.top_p < 1:
-        ordered, order = scaled.sort(dim=-1, descending=True)
-        probs = ordered.softmax(-1)
-        # Drop a token once the mass before it already reaches top_p: the first always stays.
-        outside = probs.cumsum(-1) - probs >= sampling.top_p
-        ordered = ordered.masked_fill(outside, float("-inf"))
-        scaled = torch.full_like(scaled, float("-inf")).scatter(-1, order, ordered)
-    return torch.multinomial(scaled.softmax(-1), num_samples=1).squeeze(-1)
 
 
 def _finish(

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 from transformers import PreTrainedModel
 
+from engine.segments import Segment, SegmentOutput, SequenceCache, check_keep
 from trainer.eagle.capture import (
     TargetFeatureCapture,
     UnsupportedArchitectureError,
@@ -17,46 +16,6 @@ from trainer.eagle.capture import (
     linear_attention_reason,
 )
 from trainer.eagle.packed_attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
-
-
-class SequenceCache(Protocol):
-    """What the serving engine needs of one sequence's target cache."""
-
-    @property
-    def length(self) -> int:
-        """Positions held."""
-        ...
-
-    def crop(self, length: int) -> None:
-        """Keep the first ``length`` positions (after a verification: drop rejected drafts)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """New tokens of one sequence for this step; logits are kept for the last ``keep``."""
-
-    cache: SequenceCache
-    token_ids: Sequence[int]
-    keep: int
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentOutput:
-    logits: torch.Tensor  # [keep, V]
-    features: torch.Tensor | None  # [n, 3H] EAGLE-3 features of every new position, if captured
-
-
-class ServingTarget(Protocol):
-    """The target behind the serving engine: one ``forward`` per step over every sequence."""
-
-    model: PreTrainedModel
-
-    def new_cache(self) -> SequenceCache: ...
-
-    def forward(self, segments: Sequence[Segment]) -> list[SegmentOutput]: ...
-
-    def close(self) -> None: ...
 
 
 class PackedTarget:
@@ -92,8 +51,7 @@ class PackedTarget:
         positions: list[torch.Tensor] = []
         kept: list[torch.Tensor] = []
         for segment in segments:
-            if not 1 <= segment.keep <= len(segment.token_ids):
-                raise ValueError(f"keep={segment.keep} is outside 1..{len(segment.token_ids)}")
+            check_keep(segment)
             ids.extend(segment.token_ids)
             past = segment.cache.length
             positions.append(torch.arange(past, past + len(segment.token_ids)))

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from engine.generation import batching_supported, generate_batched
+from engine.sampling import Sampling
 from trainer.data.schema import Conversation, Message
 from trainer.eagle.continuation import fixed_opening, generate_replies, stop_token_ids
-from trainer.eagle.packed_generation import Sampling, generate_packed, packing_supported
 from trainer.eagle.prompt_openings import draw_openings
 
 SOURCE = "self-instruct"
@@ -179,10 +180,10 @@ def _write_prompts(  # noqa: PLR0917 - private helper of synthesize_prompts
     """One sampled continuation of ``prefix`` + each row's opening, in row order: (tokens,
     stop token or None when cut), or None for a row never started because of a stop."""
     contexts = [prefix + first for first in opening_ids]
-    if packing_supported(model):
-        # Continuous batching: a prompt that ends frees its row at once, so nobody waits for
-        # the batch's runaway rows (which are dropped as truncated anyway).
-        replies, _ = generate_packed(
+    if batching_supported(model):
+        # Continuous batching on the engine's slot pool: a prompt that ends frees its row at
+        # once, so nobody waits for the batch's runaway rows (dropped as truncated anyway).
+        replies, _ = generate_batched(
             model,
             contexts,
             stop_ids=stop_ids,

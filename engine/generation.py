@@ -1,0 +1,264 @@
+"""Continuous batching over a slot pool, for distillation and prompt writing.
+
+Every busy slot decodes one token per step in one forward ``[rows, 1]``; prompts joining free
+slots are prefilled first, together, as one right-padded forward. Rows leave when they emit a
+stop token or reach ``max_new_tokens``, and the lowest free slot is taken first, so busy slots
+stay packed at the front and a step runs only as many rows as the highest busy slot needs.
+
+All per-row state lives on the device — lengths, the token to feed, reply tokens, the
+target's greedy choices and the recorded features — so a step's cost does not grow with
+Python work per row. The one host sync per step reads which rows ended (and their reply
+lengths); only those rows are copied back.
+
+Replies are the target's (greedy or sampled) replies, not bit-equal to batch-1 decoding:
+the batch changes the last bits of each row's logits, which can flip a near-tie argmax.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel
+
+from engine.recorded_features import FeatureBuffers
+from engine.replies import FeatureRecorder, Reply
+from engine.runner import SlotRunner, batch_rows_for, key_length_for, pad_rows
+from engine.sampling import Sampling, next_tokens
+
+
+class _Slots:
+    """One ``generate_batched`` run's state: per-slot device tensors and host bookkeeping.
+
+    Slot ``slots`` (one past the rows) holds the shared prefix, which decode steps never reach."""
+
+    def __init__(self, runner: SlotRunner, stop_ids: Sequence[int], max_new_tokens: int) -> None:
+        self.runner, self.max_new = runner, max_new_tokens
+        total, device = runner.pool.slots, runner.pool.device
+        self.rows = total - 1
+        self.stop_set = frozenset(int(i) for i in stop_ids)
+        self.stops = torch.tensor(sorted(self.stop_set), dtype=torch.long, device=device)
+        self.lengths = torch.zeros(total, dtype=torch.long, device=device)
+        self.feed = torch.zeros(total, dtype=torch.long, device=device)
+        self.count = torch.zeros(total, dtype=torch.long, device=device)
+        self.alive = torch.zeros(total, dtype=torch.bool, device=device)
+        self.ended = torch.zeros(total, dtype=torch.bool, device=device)
+        self.tokens = torch.zeros((total, max_new_tokens), dtype=torch.long, device=device)
+        self.argmax = torch.zeros((total, max_new_tokens), dtype=torch.long, device=device)
+        self.features = FeatureBuffers(total, runner.pool.capacity, device)
+        self.prompt_of: list[tuple[int, int] | None] = [None] * total  # (prompt index, prompt length)
+        self.host_busy = np.zeros(total, dtype=bool)
+        self.host_lengths = np.zeros(total, dtype=np.int64)
+        self.free = list(range(self.rows))
+        self.prefix: list[int] = []
+
+
+def _record(state: _Slots, recorder: FeatureRecorder | None, rows: torch.Tensor, at: torch.Tensor) -> None:
+    if recorder is not None:
+        aux, final = recorder.take_latest()
+        state.features.write(rows, at, aux, final)
+
+
+def _run_prefix(state: _Slots, recorder: FeatureRecorder | None, ids: list[int]) -> None:
+    """Run the shared prefix once, into the prefix slot; joiners that start with it copy it."""
+    device = state.runner.pool.device
+    positions = torch.arange(len(ids), device=device).unsqueeze(0)
+    slot = torch.tensor([state.rows], device=device)
+    state.runner.forward(
+        torch.tensor([ids], device=device), positions, positions, slots=slot, key_length=len(ids)
+    )
+    _record(state, recorder, slot.unsqueeze(1), positions)
+    state.prefix = ids
+
+
+def _admit(
+    state: _Slots,
+    recorder: FeatureRecorder | None,
+    sampling: Sampling,
+    joiners: list[tuple[int, int, list[int]]],
+) -> None:
+    """Prefill each joiner ``(slot, prompt index, prompt)`` and choose its first token."""
+    pool, device = state.runner.pool, state.runner.pool.device
+    n = len(state.prefix)
+    starts = [n if n and len(p) > n and p[:n] == state.prefix else 0 for _, _, p in joiners]
+    slots = torch.tensor([slot for slot, _, _ in joiners], device=device)
+    with_prefix = [slot for (slot, _, _), start in zip(joiners, starts, strict=True) if start]
+    if with_prefix:
+        pool.copy_positions(state.rows, torch.tensor(with_prefix, device=device), n)
+        state.features.copy_positions(state.rows, with_prefix, n)
+    feeds = [prompt[start:] for (_, _, prompt), start in zip(joiners, starts, strict=True)]
+    width = max(len(feed) for feed in feeds)
+    host_positions = np.array(starts, dtype=np.int64)[:, None] + np.arange(width)[None, :]
+    real = np.arange(width)[None, :] < np.array([len(f) for f in feeds])[:, None]
+    positions = torch.from_numpy(host_positions).to(device)
+    at = torch.from_numpy(np.where(real, host_positions, pool.scratch)).to(device)
+    lengths = [len(prompt) for _, _, prompt in joiners]
+    hidden = state.runner.forward(
+        torch.tensor(pad_rows(feeds, 0), device=device),
+        positions,
+        at,
+        slots=slots,
+        key_length=key_length_for(max(lengths), pool.capacity),
+    )
+    _record(state, recorder, slots.unsqueeze(1), at)
+    last = torch.tensor([len(feed) - 1 for feed in feeds], device=device)
+    last_hidden = hidden[torch.arange(len(feeds), device=device), last]
+    greedy, chosen = next_tokens(state.runner.logits(last_hidden), sampling)
+    state.lengths[slots] = torch.tensor(lengths, device=device)
+    state.feed[slots] = chosen
+    state.tokens[slots, 0], state.argmax[slots, 0] = chosen, greedy
+    state.count[slots] = 1
+    done = torch.isin(chosen, state.stops) | (state.max_new <= 1)
+    state.alive[slots], state.ended[slots] = ~done, done
+    for (slot, index, prompt), length in zip(joiners, lengths, strict=True):
+        state.prompt_of[slot] = (index, len(prompt))
+        state.host_busy[slot] = True
+        state.host_lengths[slot] = length
+
+
+def _decode(state: _Slots, recorder: FeatureRecorder | None, sampling: Sampling) -> None:
+    """One token for every live row among the first slots; ended rows write to scratch."""
+    pool = state.runner.pool
+    rows = batch_rows_for(int(np.flatnonzero(state.host_busy).max()), state.rows)
+    alive, lengths = state.alive[:rows], state.lengths[:rows]
+    at = torch.where(alive, lengths, pool.scratch).unsqueeze(1)
+    hidden = state.runner.forward(
+        state.feed[:rows].unsqueeze(1),
+        lengths.unsqueeze(1),
+        at,
+        slots=None,
+        key_length=key_length_for(int(state.host_lengths[:rows].max()) + 1, pool.capacity),
+    )
+    _record(state, recorder, torch.arange(rows, device=pool.device).unsqueeze(1), at)
+    greedy, chosen = next_tokens(state.runner.logits(hidden[:, 0]), sampling)
+    index = torch.arange(rows, device=pool.device)
+    column = state.count[:rows].clamp(max=state.max_new - 1)
+    state.tokens[index, column] = torch.where(alive, chosen, state.tokens[index, column])
+    state.argmax[index, column] = torch.where(alive, greedy, state.argmax[index, column])
+    step = alive.long()
+    state.lengths[:rows] += step
+    state.count[:rows] += step
+    state.feed[:rows] = torch.where(alive, chosen, state.feed[:rows])
+    newly = alive & (torch.isin(chosen, state.stops) | (state.count[:rows] >= state.max_new))
+    state.ended[:rows] |= newly
+    state.alive[:rows] = alive & ~newly
+    state.host_lengths[:rows] += state.host_busy[:rows]
+
+
+def _take(state: _Slots, *, cut: bool) -> list[tuple[int, Reply]]:
+    """The rows that ended (with ``cut``, every busy row that has a token), freed.
+
+    The step's one host sync: every slot's reply length and whether it ended."""
+    counts, ended = torch.stack([state.count, state.ended.long()]).cpu().numpy()
+    wanted = ended > 0 if not cut else (ended > 0) | (counts > 0)
+    done = np.flatnonzero(state.host_busy & wanted)
+    if done.size == 0:
+        return []
+    slots = torch.from_numpy(done).to(state.runner.pool.device)
+    tokens, argmax = state.tokens[slots].cpu(), state.argmax[slots].cpu()
+    out: list[tuple[int, Reply]] = []
+    for row, slot in enumerate(done.tolist()):
+        placed = state.prompt_of[slot]
+        assert placed is not None
+        count = int(counts[slot])
+        reply = tokens[row, :count].tolist()
+        finished = bool(ended[slot]) and reply[-1] in state.stop_set
+        text, stop = (reply[:-1], reply[-1]) if finished else (reply, None)
+        features = state.features.sample(slot, placed[1], count, argmax[row, :count])
+        out.append((placed[0], Reply(tokens=text, stop_token=stop, features=features)))
+        state.prompt_of[slot] = None
+        state.host_busy[slot] = False
+        heapq.heappush(state.free, slot)
+    state.ended[slots] = False
+    state.alive[slots] = False
+    return out
+
+
+def batching_supported(model: PreTrainedModel) -> bool:
+    """Whether ``generate_batched`` can run ``model``: any attention target (full, sliding
+    window, sinks); not one with linear-attention (recurrent) layers, whose state is no KV."""
+    text = model.config.get_text_config()
+    return not any(kind == "linear_attention" for kind in getattr(text, "layer_types", None) or [])
+
+
+def _next_joiners(
+    state: _Slots, waiting: Iterator[tuple[int, list[int]]]
+) -> list[tuple[int, int, list[int]]]:
+    """The next waiting prompts, one per free slot (lowest slots first)."""
+    joiners: list[tuple[int, int, list[int]]] = []
+    while state.free:
+        item = next(waiting, None)
+        if item is None:
+            break
+        joiners.append((heapq.heappop(state.free), item[0], list(item[1])))
+    return joiners
+
+
+def _deliver(
+    done: list[tuple[int, Reply]], replies: list[Reply | None], on_reply: Callable[[int, Reply], None]
+) -> None:
+    for index, reply in done:
+        replies[index] = reply
+        on_reply(index, reply)
+
+
+@torch.inference_mode()
+def generate_batched(
+    model: PreTrainedModel,
+    prompts: Sequence[list[int]],
+    *,
+    stop_ids: Sequence[int],
+    max_new_tokens: int,
+    batch_size: int,
+    sampling: Sampling,
+    recorder: FeatureRecorder | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_reply: Callable[[int, Reply], None] = lambda index, reply: None,
+    shared_prefix: Sequence[int] = (),
+) -> tuple[list[Reply | None], bool]:
+    """Each prompt's reply, in input order, and whether ``should_stop`` ended the run.
+
+    ``should_stop`` is checked before every step; when it turns true, rows in flight come back
+    cut (their tokens so far, stop token None) and prompts never started come back None.
+    ``on_reply(index, reply)`` is called as each row ends (rows end out of order). With a
+    ``recorder`` (opened and closed here) each reply carries the features of prompt + reply.
+    ``shared_prefix`` is run once; a prompt that starts with it copies its keys and features.
+    """
+    if batch_size < 1 or max_new_tokens < 1:
+        raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
+    for index, prompt in enumerate(prompts):
+        if not prompt:
+            raise ValueError(f"prompt {index} is empty")
+    replies: list[Reply | None] = [None] * len(prompts)
+    if not prompts:
+        return replies, False
+    rows = min(batch_size, len(prompts))
+    capacity = max(len(p) for p in prompts) + max_new_tokens + 1  # + the scratch position
+    runner = SlotRunner(model, slots=rows + 1, capacity=capacity)
+    state = _Slots(runner, stop_ids, max_new_tokens)
+    waiting = iter([(i, list(p)) for i, p in enumerate(prompts)])
+    stopped = False
+    try:
+        if recorder is not None:
+            recorder.__enter__()
+        if shared_prefix:
+            _run_prefix(state, recorder, list(shared_prefix))
+        while True:
+            if should_stop():
+                stopped = True
+                break
+            joiners = _next_joiners(state, waiting)
+            if joiners:
+                _admit(state, recorder, sampling, joiners)
+            if not state.host_busy.any():
+                break
+            _decode(state, recorder, sampling)
+            _deliver(_take(state, cut=False), replies, on_reply)
+        _deliver(_take(state, cut=True), replies, on_reply)
+    finally:
+        if recorder is not None:
+            recorder.__exit__(None, None, None)
+        runner.close()
+    return replies, stopped

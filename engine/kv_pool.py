@@ -1,0 +1,57 @@
+"""A preallocated key/value pool: one tensor per decoder layer, one slot per batch row.
+
+Slot-major ([slots, kv_heads, capacity, head_dim]) rather than paged: distillation rows have
+a known upper length (prompt + reply cap), and a slot-major pool lets a step attend to
+``pool[:rows, :, :keys]`` as a plain view — no gather, no block table, the same shapes every
+step (what a CUDA graph needs). A step writes its new keys with one ``index_put_`` per layer
+at device-side positions, so a row's length lives on the device and rolling back rejected
+tokens is only a smaller length (nothing is copied or freed).
+
+The last position of every slot is scratch: padded query positions write there, and no
+mask ever lets a query see it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class SlotKVPool:
+    """Keys and values of ``slots`` rows of up to ``capacity - 1`` positions each.
+
+    Layers are allocated on their first write, from the shape of the keys the attention
+    module hands over, so the pool needs to know nothing of the architecture."""
+
+    def __init__(self, num_layers: int, slots: int, capacity: int, device: torch.device) -> None:
+        if slots < 1 or capacity < 2:
+            raise ValueError(f"a pool needs at least 1 slot and capacity 2, got {slots} and {capacity}")
+        self.slots, self.capacity, self.device = slots, capacity, device
+        self._keys: list[torch.Tensor | None] = [None] * num_layers
+        self._values: list[torch.Tensor | None] = [None] * num_layers
+
+    @property
+    def scratch(self) -> int:
+        """The position padded queries write to (never attended)."""
+        return self.capacity - 1
+
+    def layer(self, layer: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer ``layer``'s key and value pools, allocated like ``like`` [B, kv_heads, Q, D]."""
+        keys, values = self._keys[layer], self._values[layer]
+        if keys is None or values is None:
+            shape = (self.slots, like.shape[1], self.capacity, like.shape[3])
+            keys = torch.zeros(shape, dtype=like.dtype, device=self.device)
+            values = torch.zeros(shape, dtype=like.dtype, device=self.device)
+            self._keys[layer], self._values[layer] = keys, values
+        return keys, values
+
+    def copy_positions(self, source_slot: int, target_slots: torch.Tensor, length: int) -> None:
+        """Copy positions ``0..length-1`` of ``source_slot`` into every slot of ``target_slots``
+        (a shared prefix computed once)."""
+        for keys, values in zip(self._keys, self._values, strict=True):
+            if keys is None or values is None:
+                continue
+            keys[target_slots, :, :length] = keys[source_slot, :, :length]
+            values[target_slots, :, :length] = values[source_slot, :, :length]
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in [*self._keys, *self._values] if t is not None)

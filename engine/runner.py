@@ -1,0 +1,100 @@
+"""Runs the target's decoder over a padded batch with slot attention, and its LM head on the
+positions a caller asks for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from transformers import PreTrainedModel
+
+from engine.kv_pool import SlotKVPool
+from engine.slot_attention import SLOT_ATTENTION, SlotStep, slot_step, visible_keys
+
+
+def attention_windows(model: PreTrainedModel) -> list[int | None]:
+    """The sliding windows the model's layers use (None: full attention), one mask each."""
+    text = model.config.get_text_config()
+    window = getattr(text, "sliding_window", None)
+    layer_types = getattr(text, "layer_types", None) or []
+    sliding = any(kind == "sliding_attention" for kind in layer_types) or bool(
+        getattr(text, "use_sliding_window", False)
+    )
+    return [None, int(window)] if sliding and window else [None]
+
+
+def num_decoder_layers(model: PreTrainedModel) -> int:
+    return int(model.config.get_text_config().num_hidden_layers)
+
+
+class SlotRunner:
+    """The target switched to slot attention over its own pool, for as long as it is open.
+
+    ``close`` puts the model's attention implementation back: later code (``generate``, the
+    training pass) sees the model as it was handed in."""
+
+    def __init__(self, model: PreTrainedModel, *, slots: int, capacity: int) -> None:
+        self.model = model
+        # The decoder stack without the LM head: logits are computed only where a caller needs
+        # them (a padded prefill's last real positions), not over every position.
+        decoder = getattr(model, "model", None)
+        head = model.get_output_embeddings()  # type: ignore[no-untyped-call]
+        if not isinstance(decoder, torch.nn.Module) or not isinstance(head, torch.nn.Module):
+            raise ValueError(f"{type(model).__name__} has no model.model decoder and LM head to run")
+        self.decoder, self.head = decoder, head
+        self.windows = attention_windows(model)
+        self.pool = SlotKVPool(num_decoder_layers(model), slots, capacity, model.device)
+        self._previous_attention = model.config._attn_implementation
+        model.set_attn_implementation(SLOT_ATTENTION)
+
+    def close(self) -> None:
+        self.model.set_attn_implementation(self._previous_attention)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        write_positions: torch.Tensor,
+        *,
+        slots: torch.Tensor | None,
+        key_length: int,
+    ) -> torch.Tensor:
+        """The final hidden states [B, Q, H] of ``input_ids`` [B, Q] at ``positions``.
+
+        New keys go to ``write_positions`` of each row's slot (``slots`` [B]; None: row b is
+        slot b). Queries see keys up to their position, within the first ``key_length``."""
+        batch = input_ids.shape[0]
+        rows = (torch.arange(batch, device=input_ids.device) if slots is None else slots).unsqueeze(1)
+        masks = {window: visible_keys(positions, key_length, window) for window in self.windows}
+        step = SlotStep(
+            pool=self.pool,
+            rows=rows,
+            write_positions=write_positions,
+            key_length=key_length,
+            masks=masks,
+            contiguous=slots is None,
+        )
+        with slot_step(step):
+            outputs = self.decoder(input_ids=input_ids, position_ids=positions, use_cache=False)
+        hidden: torch.Tensor = outputs.last_hidden_state
+        return hidden
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Float32 logits [R, V] of final hidden states [R, H]."""
+        logits: torch.Tensor = self.head(hidden)
+        return logits.float()
+
+
+def key_length_for(longest: int, capacity: int, multiple: int = 32) -> int:
+    """Keys a step attends to: the longest row's, rounded up so few distinct shapes occur."""
+    return min(capacity, -(-longest // multiple) * multiple)
+
+
+def batch_rows_for(highest_slot: int, slots: int, multiple: int = 8) -> int:
+    """Rows a decode step runs: up to the highest busy slot, rounded up to a few sizes."""
+    return min(slots, -(-(highest_slot + 1) // multiple) * multiple)
+
+
+def pad_rows(rows: Sequence[Sequence[int]], pad: int) -> list[list[int]]:
+    width = max(len(row) for row in rows)
+    return [list(row) + [pad] * (width - len(row)) for row in rows]

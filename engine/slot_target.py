@@ -1,0 +1,130 @@
+"""The serving target on a slot pool: every sequence's new tokens in one right-padded batch,
+one attention call per layer, keys written in place at device-side positions.
+
+Where ``trainer.eagle.packed_target.PackedTarget`` attends sequence by sequence so that
+greedy output is bit-for-bit batch-1 decoding's (the CPU promise), this target is what a
+GPU wants: the number of kernel launches per step does not grow with the number of
+sequences, a cache never grows by concatenation, and rolling back rejected drafts is only a
+smaller length. Verification stays lossless in the sense vLLM and SGLang give it: a draft is
+accepted only while it equals the target's argmax (or passes rejection sampling) from this
+very verify pass.
+
+A sequence holds one slot from ``new_cache`` until its cache is dropped.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel
+
+from engine.replies import FeatureRecorder
+from engine.runner import SlotRunner, key_length_for, pad_rows
+from engine.segments import Segment, SegmentOutput, check_keep
+
+
+class SlotCache:
+    """One sequence's place in the pool: its slot and how many positions it holds."""
+
+    def __init__(self, slot: int, capacity: int) -> None:
+        self.slot, self._capacity, self._length = slot, capacity, 0
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    def check_room(self, count: int) -> None:
+        if self._length + count > self._capacity:
+            raise ValueError(
+                f"a sequence of {self._length + count} positions does not fit the pool's {self._capacity}"
+            )
+
+    def grow(self, count: int) -> None:
+        self.check_room(count)
+        self._length += count
+
+    def crop(self, length: int) -> None:
+        if not 0 <= length <= self._length:
+            raise ValueError(f"cannot crop a cache of {self._length} positions to {length}")
+        self._length = length
+
+
+class SlotTarget:
+    """Owns the target for the serving engine on GPUs; ``recorder`` (open for the target's
+    lifetime) records the head's aux-layer features of every new position."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        *,
+        max_sequences: int,
+        max_positions: int,
+        recorder: FeatureRecorder | None = None,
+    ) -> None:
+        self.model = model
+        self.runner = SlotRunner(model, slots=max_sequences, capacity=max_positions + 1)
+        self._free = list(range(max_sequences - 1, -1, -1))
+        self._recorder = recorder
+        if recorder is not None:
+            recorder.__enter__()
+
+    def new_cache(self) -> SlotCache:
+        if not self._free:
+            raise RuntimeError(f"all {self.runner.pool.slots} sequence slots of the pool are in use")
+        cache = SlotCache(self._free.pop(), self.runner.pool.capacity - 1)
+        weakref.finalize(cache, self._free.append, cache.slot)
+        return cache
+
+    def close(self) -> None:
+        if self._recorder is not None:
+            self._recorder.__exit__(None, None, None)
+        self.runner.close()
+
+    @torch.inference_mode()
+    def forward(self, segments: Sequence[Segment]) -> list[SegmentOutput]:
+        """One forward over every segment; each cache grows by its segment's tokens."""
+        caches = [_slot_cache(segment.cache) for segment in segments]
+        for segment, cache in zip(segments, caches, strict=True):
+            check_keep(segment)
+            cache.check_room(len(segment.token_ids))
+        device, pool = self.runner.pool.device, self.runner.pool
+        lengths = np.array([len(s.token_ids) for s in segments])
+        starts = np.array([cache.length for cache in caches])
+        width = int(lengths.max())
+        positions = starts[:, None] + np.arange(width)[None, :]
+        real = np.arange(width)[None, :] < lengths[:, None]
+        hidden = self.runner.forward(
+            torch.tensor(pad_rows([s.token_ids for s in segments], 0), device=device),
+            torch.from_numpy(positions).to(device),
+            torch.from_numpy(np.where(real, positions, pool.scratch)).to(device),
+            slots=torch.tensor([cache.slot for cache in caches], device=device),
+            key_length=key_length_for(int((starts + lengths).max()), pool.capacity),
+        )
+        for cache, length in zip(caches, lengths.tolist(), strict=True):
+            cache.grow(length)
+        # Flat indices of the kept positions (the last ``keep`` of each row), then of every real one.
+        kept = np.concatenate(
+            [
+                row * width + np.arange(n - s.keep, n)
+                for row, (s, n) in enumerate(zip(segments, lengths, strict=True))
+            ]
+        )
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        logits = torch.split(
+            self.runner.logits(flat[torch.from_numpy(kept).to(device)]), [s.keep for s in segments]
+        )
+        if self._recorder is None:
+            return [SegmentOutput(logits=rows, features=None) for rows in logits]
+        aux, _ = self._recorder.take_latest()
+        every = torch.from_numpy(np.flatnonzero(real.reshape(-1))).to(device)
+        features = torch.split(aux.reshape(-1, aux.shape[-1])[every], lengths.tolist())
+        return [SegmentOutput(logits=r, features=f) for r, f in zip(logits, features, strict=True)]
+
+
+def _slot_cache(cache: object) -> SlotCache:
+    if not isinstance(cache, SlotCache):
+        raise TypeError(f"SlotTarget runs on its own SlotCache objects, not {type(cache).__name__}")
+    return cache

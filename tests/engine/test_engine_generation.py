@@ -1,0 +1,213 @@
+"""Continuous batching on the slot pool: the target's replies, one attention call per layer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from transformers import PreTrainedModel
+
+import engine.slot_attention
+from engine.generation import batching_supported, generate_batched
+from engine.replies import Reply
+from engine.sampling import Sampling
+from trainer.eagle.packed_generation import Recording, generate_packed
+from trainer.models.tiny import build_tiny_target
+
+VOCAB = 96
+GREEDY = Sampling(temperature=0.0, top_p=1.0)
+PROMPTS = [[5, 17, 33, 8], [40, 2, 71], [9, 9, 12, 60, 61, 3], [25], [30, 31, 32, 33, 34]]
+NEVER = VOCAB + 1  # a stop id never generated: rows end at the length cap
+RECORDING = Recording(layers=[0, 1, 2], dtypes=(torch.float32, torch.float32))
+
+
+@pytest.fixture(scope="module")
+def target() -> PreTrainedModel:
+    return build_tiny_target("LlamaForCausalLM", vocab_size=VOCAB)
+
+
+def greedy_alone(model: PreTrainedModel, prompt: list[int], steps: int) -> list[int]:
+    """Batch-1 greedy tokens from transformers' generate (no stop token)."""
+    output = model.generate(  # type: ignore[operator]
+        torch.tensor([prompt]), do_sample=False, max_new_tokens=steps, min_new_tokens=steps, pad_token_id=0
+    )
+    return [int(t) for t in output[0, len(prompt) :].tolist()]
+
+
+def tokens_of(replies: list[Reply | None]) -> list[tuple[list[int], int | None]]:
+    return [(r.tokens, r.stop_token) for r in replies if r is not None]
+
+
+@pytest.fixture
+def attention_calls() -> Iterator[list[int]]:
+    """The batch size of every SDPA call slot attention makes."""
+    calls: list[int] = []
+    original = engine.slot_attention.functional.scaled_dot_product_attention
+
+    def counting(query: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        calls.append(int(query.shape[0]))
+        return original(query, *args, **kwargs)
+
+    engine.slot_attention.functional.scaled_dot_product_attention = counting  # type: ignore[assignment]
+    try:
+        yield calls
+    finally:
+        engine.slot_attention.functional.scaled_dot_product_attention = original
+
+
+@pytest.mark.parametrize("architecture", ["LlamaForCausalLM", "GptOssForCausalLM"])
+def test_batch_one_replies_equal_generate_token_for_token(architecture: str) -> None:
+    # GPT-OSS: sliding-window layers and attention sinks on the slot pool.
+    model = build_tiny_target(architecture, vocab_size=VOCAB)
+    alone = [greedy_alone(model, prompt, 6) for prompt in PROMPTS]
+    replies, stopped = generate_batched(
+        model, PROMPTS, stop_ids=[NEVER], max_new_tokens=6, batch_size=1, sampling=GREEDY
+    )
+    assert not stopped
+    assert tokens_of(replies) == [(tokens, None) for tokens in alone]
+
+
+def test_rows_joining_and_leaving_agree_with_the_exact_path_on_99_percent_of_tokens(
+    target: PreTrainedModel,
+) -> None:
+    generator = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(3, VOCAB, (int(n),), generator=generator).tolist() for n in range(1, 25)]
+    free, _ = generate_batched(
+        target, prompts, stop_ids=[NEVER], max_new_tokens=16, batch_size=6, sampling=GREEDY
+    )
+    # A random model mostly repeats a token; the tokens it switches to end rows at many steps.
+    stops = sorted({t for r in free if r is not None for t in r.tokens[1:] if t != r.tokens[0]})
+    options: dict[str, Any] = {"stop_ids": stops, "max_new_tokens": 16, "batch_size": 6, "sampling": GREEDY}
+    exact, _ = generate_packed(target, prompts, **options)
+    batched, _ = generate_batched(target, prompts, **options)
+    assert len({len(r.tokens) for r in batched if r is not None}) > 3, "precondition: ragged ends"
+    agree = total = 0
+    for a, b in zip(exact, batched, strict=True):
+        assert a is not None
+        assert b is not None
+        ours, theirs = [*b.tokens, b.stop_token], [*a.tokens, a.stop_token]
+        total += max(len(ours), len(theirs))
+        agree += sum(x == y for x, y in zip(ours, theirs, strict=False))
+    assert agree / total >= 0.99
+
+
+def test_attention_calls_per_step_do_not_grow_with_the_rows(
+    target: PreTrainedModel, attention_calls: list[int]
+) -> None:
+    layers = target.config.num_hidden_layers
+    counts = {}
+    for rows in (1, 8):
+        attention_calls.clear()
+        generate_batched(
+            target, [[5, 6, 7]] * rows, stop_ids=[NEVER], max_new_tokens=5, batch_size=rows, sampling=GREEDY
+        )
+        # One prefill forward, then 4 decode steps: one call per layer each, over every row.
+        counts[rows] = len(attention_calls)
+        assert set(attention_calls) == {rows}
+    assert counts[1] == counts[8] == layers * 5
+
+
+def test_a_row_that_ends_hands_its_slot_to_the_next_prompt(
+    target: PreTrainedModel, attention_calls: list[int]
+) -> None:
+    prompts = PROMPTS[:3]
+    alone = [greedy_alone(target, prompt, 4) for prompt in prompts]
+    stop = alone[0][0]
+    assert all(stop not in tokens for tokens in alone[1:]), "precondition: only the first row stops early"
+    attention_calls.clear()
+    replies, _ = generate_batched(
+        target, prompts, stop_ids=[stop], max_new_tokens=4, batch_size=2, sampling=GREEDY
+    )
+    assert tokens_of(replies) == [([], stop), (alone[1], None), (alone[2], None)]
+    forwards = len(attention_calls) // target.config.num_hidden_layers
+    # Prefill (0, 1) + a decode; row 0 ended in the prefill, so prompt 2 joins at the next
+    # step: its prefill + 3 decodes. Fixed batches would need 2 prefills and 6 decodes.
+    assert forwards == 6
+
+
+def test_should_stop_returns_rows_in_flight_cut_and_never_started_ones_as_none(
+    target: PreTrainedModel,
+) -> None:
+    checks: list[int] = []
+
+    def stop_after_two_steps() -> bool:
+        checks.append(1)
+        return len(checks) > 2
+
+    replies, stopped = generate_batched(
+        target,
+        PROMPTS,
+        stop_ids=[NEVER],
+        max_new_tokens=8,
+        batch_size=2,
+        sampling=GREEDY,
+        should_stop=stop_after_two_steps,
+    )
+    assert stopped
+    # Each step: the prefill's token, then one more per decode (two steps ran).
+    assert [None if r is None else (len(r.tokens), r.stop_token) for r in replies] == [
+        (3, None),
+        (3, None),
+        None,
+        None,
+        None,
+    ]
+
+
+def test_recorded_features_match_the_exact_path(target: PreTrainedModel) -> None:
+    prefix = [7, 11, 13]
+    prompts = [[*prefix, 20, 21], [*prefix, 30], [40, 41, 42], prefix, *PROMPTS]
+    options: dict[str, Any] = {"stop_ids": [NEVER], "max_new_tokens": 4, "batch_size": 3, "sampling": GREEDY}
+    exact, _ = generate_packed(target, prompts, recording=RECORDING, **options)
+    batched, _ = generate_batched(
+        target, prompts, recorder=RECORDING.recorder(target), shared_prefix=prefix, **options
+    )
+    for expected, reply in zip(exact, batched, strict=True):
+        assert expected is not None
+        assert reply is not None
+        assert expected.features is not None
+        assert reply.features is not None
+        assert reply.tokens == expected.tokens
+        # Another batch shape: equal up to the last bits.
+        torch.testing.assert_close(
+            reply.features.aux_hidden_states, expected.features.aux_hidden_states, atol=1e-4, rtol=1e-4
+        )
+        torch.testing.assert_close(
+            reply.features.final_hidden, expected.features.final_hidden, atol=1e-4, rtol=1e-4
+        )
+        assert torch.equal(reply.features.argmax_ids, expected.features.argmax_ids)
+
+
+def test_sampled_replies_follow_the_seed_and_stay_in_the_vocabulary(target: PreTrainedModel) -> None:
+    sampling = Sampling(temperature=1.0, top_p=0.9)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(11)
+        replies, _ = generate_batched(
+            target, PROMPTS, stop_ids=[NEVER], max_new_tokens=6, batch_size=3, sampling=sampling
+        )
+        runs.append(tokens_of(replies))
+    assert runs[0] == runs[1]
+    assert all(0 <= t < VOCAB for tokens, _ in runs[0] for t in tokens)
+    assert runs[0] != tokens_of(
+        generate_batched(target, PROMPTS, stop_ids=[NEVER], max_new_tokens=6, batch_size=3, sampling=GREEDY)[
+            0
+        ]
+    )
+
+
+def test_the_model_comes_back_with_its_own_attention(target: PreTrainedModel) -> None:
+    before = target.config._attn_implementation
+    generate_batched(target, PROMPTS[:1], stop_ids=[1], max_new_tokens=2, batch_size=1, sampling=GREEDY)
+    assert target.config._attn_implementation == before
+
+
+def test_recurrent_targets_are_not_batched_and_bad_arguments_are_refused(target: PreTrainedModel) -> None:
+    assert batching_supported(build_tiny_target("GptOssForCausalLM", vocab_size=VOCAB))
+    assert not batching_supported(build_tiny_target("Qwen3NextForCausalLM", vocab_size=VOCAB))
+    with pytest.raises(ValueError, match="prompt 1 is empty"):
+        generate_batched(target, [[1], []], stop_ids=[2], max_new_tokens=2, batch_size=1, sampling=GREEDY)
+    with pytest.raises(ValueError, match="batch_size and max_new_tokens must be >= 1"):
+        generate_batched(target, [[1]], stop_ids=[2], max_new_tokens=0, batch_size=1, sampling=GREEDY)

@@ -1,0 +1,102 @@
+"""The serving engine on the slot pool (the GPU target), run on CPU: the same outputs as plain
+greedy decoding, drafts rolled back without copies, slots handed back when requests end."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+
+from engine.segments import Segment
+from engine.slot_target import SlotTarget
+from serving import FixedSpeculation, GenerationRequest, ServingEngine
+from serving.targets import serving_target
+from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
+from trainer.eagle.packed_target import PackedTarget
+
+PROMPTS = [
+    [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14],
+    [9, 9, 3],
+    [70, 1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22],
+    [4],
+    [30, 31, 32, 33, 34, 35],
+]
+NEW_TOKENS = [40, 12, 33, 25, 18]
+
+
+@pytest.mark.parametrize("architecture", ["LlamaForCausalLM", "GptOssForCausalLM"])
+@pytest.mark.parametrize("num_speculative_tokens", [0, 3])
+def test_concurrent_requests_on_the_slot_pool_agree_with_greedy_decoding(
+    architecture: str, num_speculative_tokens: int
+) -> None:
+    target = tiny_target(architecture)
+    target.generation_config.eos_token_id = None  # full lengths: requests leave at different steps
+    expected = [hf_greedy(target, p, n) for p, n in zip(PROMPTS, NEW_TOKENS, strict=True)]
+    head = random_head(target) if num_speculative_tokens else None
+    with ServingEngine(
+        target,
+        head,
+        speculation=FixedSpeculation(num_speculative_tokens),
+        max_batch_size=3,
+        attention="slots",
+    ) as engine:
+        assert isinstance(engine.target, SlotTarget)
+        handles = [engine.submit(GenerationRequest(p, n)) for p, n in zip(PROMPTS, NEW_TOKENS, strict=True)]
+        outputs = [handle.wait(60) for handle in handles]
+    tokens = sum(NEW_TOKENS)
+    agree = sum(
+        a == b for out, exp in zip(outputs, expected, strict=True) for a, b in zip(out, exp, strict=True)
+    )
+    assert agree / tokens >= 0.99
+    assert all(handle.finish_reason == "length" for handle in handles)
+
+
+def test_rejected_drafts_roll_back_and_accepted_runs_stay_exact() -> None:
+    target = tiny_target("LlamaForCausalLM")
+    target.generation_config.eos_token_id = None
+    known, unknown = PROMPTS[0], PROMPTS[2]
+    expected_known = hf_greedy(target, known, 48)
+    expected_unknown = hf_greedy(target, unknown, 30)
+    head = oracle_head(target, known + expected_known)
+    with ServingEngine(
+        target, head, speculation=FixedSpeculation(4), max_batch_size=4, attention="slots"
+    ) as engine:
+        long = engine.submit(GenerationRequest(known, 48))
+        other = engine.submit(GenerationRequest(unknown, 30))
+        assert long.wait(60) == expected_known
+        assert other.wait(60) == expected_unknown
+    assert long.stats.tau > 4
+    assert other.stats.tau < 2  # mostly rejected: every step rolls its cache back
+
+
+def test_auto_picks_the_exact_packed_target_off_cuda_and_bad_kinds_are_refused() -> None:
+    target = tiny_target("LlamaForCausalLM")
+    auto = serving_target(target, None, attention="auto", max_sequences=2)
+    assert isinstance(auto, PackedTarget)
+    auto.close()
+    with pytest.raises(ValueError, match="attention must be one of auto, packed, slots"):
+        serving_target(target, None, attention="paged", max_sequences=2)
+
+
+def test_a_dropped_cache_hands_its_slot_back_and_a_full_pool_says_so() -> None:
+    target = tiny_target("LlamaForCausalLM")
+    slots = SlotTarget(target, max_sequences=2, max_positions=16)
+    try:
+        first, second = slots.new_cache(), slots.new_cache()
+        with pytest.raises(RuntimeError, match="all 2 sequence slots of the pool are in use"):
+            slots.new_cache()
+        outputs = slots.forward([Segment(first, [5, 6, 7], keep=1), Segment(second, [8], keep=1)])
+        assert [o.logits.shape[0] for o in outputs] == [1, 1]
+        assert (first.length, second.length) == (3, 1)
+        first.crop(1)
+        assert first.length == 1
+        with pytest.raises(ValueError, match="does not fit the pool's 16"):
+            slots.forward([Segment(second, list(range(20)), keep=1)])
+        del first
+        gc.collect()
+        assert isinstance(slots.new_cache().slot, int)
+    finally:
+        slots.close()
+    assert target.config._attn_implementation != "eaglenest_slots"
+    assert torch.is_grad_enabled()
