@@ -35,6 +35,8 @@ COPY speculative /app/speculative
 COPY stack /app/stack
 COPY trainer /app/trainer
 COPY worker /app/worker
+# The shipped Base EAGLE heads (worker.shipped_heads reads them from /app/heads).
+COPY heads /app/heads
 
 FROM python AS api
 RUN pip install -c requirements.lock . \

@@ -37,6 +37,36 @@ def register(subparsers: Any) -> None:
     delete = commands.add_parser("delete", help="delete a base head: the next job on its model builds one")
     delete.add_argument("key", metavar="KEY", help="the head's key, as `list` prints it")
     delete.set_defaults(handler=run_delete)
+    ship = commands.add_parser(
+        "ship",
+        help="train a head to ship with eaglenest (heads/<model>/): from scratch, locally, with its manifest",
+        description="Rebuilds a shipped base head: the base-head recipe on the built-in datasets plus "
+        "self-instruct prompts, every reply distilled from the target, exported in bf16 into --out with a "
+        "manifest (recipe, data sha256s, budget, hardware, draft vocabulary coverage, tau and speedup on "
+        "chit-chat openers, each file's sha256). Jobs on exactly that model then start from it.",
+    )
+    ship.add_argument("--model-dir", type=Path, required=True, help="the target (Hugging Face directory)")
+    ship.add_argument("--out", type=Path, required=True, help="where the head goes, e.g. heads/<model>")
+    ship.add_argument("--minutes", type=float, required=True, help="training budget, wall minutes")
+    ship.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="data and run (default: .cache/shipped-head-builds/<out's name>)",
+    )
+    ship.add_argument("--datasets", nargs="+", default=["humaneval", "champ"], help="built-in datasets")
+    ship.add_argument("--eval-prompts", type=int, default=20, help="chit-chat openers measured (default 20)")
+    ship.add_argument("--eval-max-new-tokens", type=int, default=64, help="tokens per prompt (default 64)")
+    ship.add_argument("--hardware-note", default="", help="what the manifest should say about the machine")
+    ship.add_argument(
+        "--train-overrides", default="{}", help="JSON TrainConfig fields over the recipe (tests, experiments)"
+    )
+    ship.set_defaults(handler=run_ship)
+    check = commands.add_parser(
+        "check-shipped", help="check that a model's shipped head matches its manifest (`make model` runs it)"
+    )
+    check.add_argument("--model-dir", type=Path, required=True, help="the target (Hugging Face directory)")
+    check.set_defaults(handler=run_check_shipped)
     for command in (build, listing, delete):
         command.add_argument(
             "--state-dir",
@@ -143,4 +173,52 @@ def run_delete(args: argparse.Namespace) -> int:
         print(f"{heads.location(args.key).uri}: no such base head")
         return 1
     print(f"{heads.location(args.key).uri}: deleted ({deleted} objects)")
+    return 0
+
+
+def run_ship(args: argparse.Namespace) -> int:
+    import json  # noqa: PLC0415
+    import shlex  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from db.settings import get_settings  # noqa: PLC0415
+    from worker.shipped_head_build import ShipOptions, ship_base_head  # noqa: PLC0415 - loads torch
+
+    options = ShipOptions(
+        model_dir=args.model_dir,
+        out_dir=args.out,
+        work_dir=args.work_dir or Path(".cache") / "shipped-head-builds" / args.out.name,
+        minutes=args.minutes,
+        datasets=tuple(args.datasets),
+        eval_prompts=args.eval_prompts,
+        eval_max_new_tokens=args.eval_max_new_tokens,
+        hardware_note=args.hardware_note,
+        command=shlex.join(["eaglenest", *sys.argv[1:]]),
+        overrides=json.loads(args.train_overrides),
+    )
+    manifest = ship_base_head(get_settings(), options)
+    evaluation = manifest["evaluation"]
+    print(
+        f"{args.out}: tau {evaluation['tau']:.2f}, speedup {evaluation['speedup']:.2f}x on "
+        f"{evaluation['prompts']}; model.safetensors sha256 {manifest['files']['model.safetensors']}"
+    )
+    return 0
+
+
+def run_check_shipped(args: argparse.Namespace) -> int:
+    from worker.shipped_heads import ShippedHeadRefusedError, shipped_head_for  # noqa: PLC0415
+
+    try:
+        head = shipped_head_for(args.model_dir)
+    except ShippedHeadRefusedError as error:
+        print(f"error: {error}")
+        return 1
+    if head is None:
+        print(f"{args.model_dir}: no head ships for this model; its jobs build their own base head")
+        return 0
+    print(
+        f"{args.model_dir}: shipped base head {head.directory} matches its manifest "
+        f"(model.safetensors sha256 {head.sha256['model.safetensors'][:16]}…): "
+        "jobs on this model start from it"
+    )
     return 0

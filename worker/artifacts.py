@@ -47,6 +47,7 @@ class HeadInput:
     sha256: dict[str, str] = field(default_factory=dict)  # of each file, as used
     store_key: str | None = None  # the base-head store's key (the model's content hash)
     built_by_this_job: bool = False
+    shipped: dict[str, Any] | None = None  # the shipped head it is (worker.shipped_heads), if any
 
 
 @dataclass

@@ -64,7 +64,7 @@ def build_base_head(
         budget_minutes=minutes,
     )
     say(f"Training the base head of {location.uri} for {minutes:g} minutes in {run_dir}")
-    result = train(config, _printer(say))
+    result = train(config, progress_printer(say))
     head_dir = run_dir / HEAD_DIRNAME
     name_the_verifier(head_dir, location.uri)
     manifest = base_head_manifest(
@@ -97,7 +97,7 @@ def _builtin_data(
     )
 
 
-def _printer(say: Say) -> Callable[[TrainProgress], None]:
+def progress_printer(say: Say) -> Callable[[TrainProgress], None]:
     """Every trainer stage change and every 50th step, as a line."""
     last_stage: list[str] = []
 

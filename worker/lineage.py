@@ -90,7 +90,7 @@ def build_lineage(
             "architecture": model.architecture,
             "warnings": model.warnings,
         },
-        "base_head": None if head is None else _base_head(head, train.result),
+        "base_head": None if head is None else base_head_lineage(head, train.result),
         "training_data": {
             "source": data.kind,
             **data.snapshot.to_lineage(),
@@ -133,7 +133,7 @@ def build_lineage(
     }
 
 
-def _base_head(head: HeadInput, train_result: dict[str, Any]) -> dict[str, Any]:
+def base_head_lineage(head: HeadInput, train_result: dict[str, Any]) -> dict[str, Any]:
     """The Base EAGLE head: where it came from, what exactly it was, and whether training started from it."""
     return {
         "origin": head.origin,  # eagle_model: the model's channel; base_heads: the base-head store
@@ -141,6 +141,7 @@ def _base_head(head: HeadInput, train_result: dict[str, Any]) -> dict[str, Any]:
         "sha256": head.sha256,
         "store_key": head.store_key,
         "built_by_this_job": head.built_by_this_job,
+        "shipped_head": head.shipped,  # name, manifest and file sha256 of a head shipped with eaglenest
         "trained_from": train_result.get("hyperparameters", {}).get("init_head_dir") is not None,
         "validation": head.summary,
     }

@@ -4,6 +4,9 @@
 - Without EAGLENEST_BASE_HEADS_URI there are no base heads: no Base EAGLE row.
 - When the store holds the model's base head (worker.base_heads), it is fetched through the
   local cache and checked against the sha256 its manifest committed.
+- Otherwise, when eaglenest ships a head trained for exactly this model (worker.shipped_heads),
+  it is checked against its manifest's sha256 and committed to the store; a mismatching one is
+  refused (the job says why) and never used.
 - Otherwise this job builds it first: the built-in recipe (worker.base_head_recipe) on the
   built-in datasets, its checkpoints mirrored under the job's staging prefix so a redelivered
   job resumes, then committed to the store for every later job on the model. When
@@ -39,6 +42,7 @@ from worker.base_heads import BaseHead, BaseHeadStore, base_head_key
 from worker.builtin_catalog import builtin_snapshot
 from worker.context import JobContext
 from worker.run_sync import RunDirectorySync
+from worker.shipped_heads import ShippedHeadRefusedError, shipped_head_for
 from worker.stages.data import fetch_training_data
 from worker.target_config import target_config_from_dict
 from worker.training_progress import describe
@@ -64,15 +68,49 @@ def provide_base_head(ctx: JobContext) -> None:
         S3Location.parse(uri, field="EAGLENEST_BASE_HEADS_URI"),
     )
     key = base_head_key(model.snapshot)
-    head = store.find(key)
-    built = False
+    head, how = store.find(key), "reused"
     if head is None:
-        head = _build(ctx, store, key)
+        head, how = _install_shipped(ctx, store, key), "shipped with eaglenest"
+    if head is None:
+        head, how = _build(ctx, store, key), "built by this job"
         if head is None:
             return
-        built = True
-    ctx.artifacts.base_head = _fetch(ctx, store, head, built=built)
-    ctx.report(f"Base head {head.location.uri} ({'built by this job' if built else 'reused'})", fraction=1.0)
+    ctx.artifacts.base_head = _fetch(ctx, store, head, built=how == "built by this job")
+    ctx.report(f"Base head {head.location.uri} ({how})", fraction=1.0)
+
+
+def _install_shipped(ctx: JobContext, store: BaseHeadStore, key: str) -> BaseHead | None:
+    """The head shipped for exactly this model (worker.shipped_heads), committed to the store as
+    the model's base head; None when none is shipped for it, or when the one shipped is refused."""
+    model = required(ctx.artifacts.model, "the base model")
+    try:
+        shipped = shipped_head_for(required(model.local_dir, "the cached base model"))
+    except ShippedHeadRefusedError as error:
+        logger.warning("%s", error)
+        message = f"{error}. Not used: this job builds the model's base head itself"
+        ctx.store.record_event(ctx.job.id, stage=ctx.stage, message=f"Warning: {message}")
+        ctx.report(message, fraction=0.0)
+        return None
+    if shipped is None:
+        return None
+    message = (
+        f"Base head: the head shipped for this model ({shipped.name}, model.safetensors sha256 "
+        f"{shipped.sha256['model.safetensors'][:12]}, manifest sha256 {shipped.manifest_sha256[:12]}) "
+        "matches its manifest; committed to the base-head store"
+    )
+    ctx.store.record_event(ctx.job.id, stage=ctx.stage, message=message)
+    ctx.report(message, fraction=0.5)
+    manifest = {
+        "model_uri": model.location.uri,
+        "model": model.snapshot.to_lineage(),
+        "architecture": model.architecture,
+        "built_by": f"eaglenest (shipped head {shipped.name})",
+        "builtin_datasets": [entry["name"] for entry in shipped.manifest.get("data", {}).get("datasets", [])],
+        "hyperparameters": shipped.manifest.get("recipe", {}),
+        "shipped_head": shipped.lineage(),
+    }
+    build = f"shipped-{shipped.name}-{shipped.manifest_sha256[:16]}"
+    return store.publish(key, shipped.directory, build=build, manifest=manifest)
 
 
 def _fetch(ctx: JobContext, store: BaseHeadStore, head: BaseHead, *, built: bool) -> HeadInput:
@@ -103,6 +141,7 @@ def _fetch(ctx: JobContext, store: BaseHeadStore, head: BaseHead, *, built: bool
         sha256=head.sha256,
         store_key=head.key,
         built_by_this_job=built,
+        shipped=head.manifest.get("shipped_head"),
     )
 
 

@@ -1,0 +1,198 @@
+"""Shipped base heads (heads/<model>/): the rebuild command on a tiny budget, the checks that
+refuse a tampered or mismatching head, and a job on the model starting from it (or, when the
+shipped head is tampered with, building its own)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from db.queries.optimization_job import list_job_events
+from db.session import session_scope
+from db.settings import Settings
+from tests.factories.accounts import create_account
+from tests.factories.optimization_jobs import create_optimization_job
+from tests.worker.test_jobs_e2e import builtin_catalog
+from tests.worker.tiny_inputs import upload_directory
+from trainer.config import TrainConfig
+from trainer.file_digest import sha256_of
+from worker import shipped_heads
+from worker.artifacts import HeadInput
+from worker.context import JobContext
+from worker.job_store import JobStore
+from worker.lineage import base_head_lineage
+from worker.pipeline import Stage
+from worker.runner import run_optimization_job
+from worker.shipped_head_build import ShipOptions, ship_base_head
+from worker.shipped_heads import ShippedHeadRefusedError, shipped_head_for, verify_shipped_head
+from worker.stages.base_head import provide_base_head
+from worker.stages.data import resolve_training_data
+from worker.stages.prepare import prepare_inputs
+from worker.stages.validate import validate_artifacts
+
+pytestmark = pytest.mark.slow
+
+__all__ = ["builtin_catalog"]  # the fixture, shared with test_jobs_e2e
+
+# A tiny random target writes no usable prompts or replies: train on the data as it is.
+# A base head a job builds itself: one step on the built-in data.
+QUICK_BASE = {"self_instruct_conversations": 0, "regenerate": False, "max_steps": 1}
+TINY = {"regenerate": False, "self_instruct_conversations": 0, "max_steps": 2, "max_conversations": 8}
+
+
+@pytest.fixture(scope="module")
+def shipped(tiny_smollm2_target_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``eaglenest base-heads ship`` on a tiny budget: heads/<model>/ as the repository holds it."""
+    root = tmp_path_factory.mktemp("shipped")
+    options = ShipOptions(
+        model_dir=tiny_smollm2_target_dir,
+        out_dir=root / "heads" / "tiny",
+        work_dir=root / "work",
+        minutes=1.0,
+        datasets=("humaneval",),
+        eval_prompts=2,
+        eval_max_new_tokens=8,
+        command="eaglenest base-heads ship ...",
+        overrides=TINY,
+    )
+    ship_base_head(Settings(), options, say=lambda _: None)
+    return options.out_dir
+
+
+def test_the_rebuild_writes_a_bf16_head_and_a_manifest_that_describes_it(
+    shipped: Path, tiny_smollm2_target_dir: Path
+) -> None:
+    manifest = json.loads((shipped / "manifest.json").read_text())
+    assert set(manifest["recipe"]) == set(TrainConfig.model_fields)  # every field of the recipe
+    assert manifest["recipe"]["export_dtype"] == "bfloat16"
+    [dataset] = manifest["data"]["datasets"]
+    assert dataset["name"] == "humaneval"
+    assert len(dataset["sha256"]) == 64
+    assert manifest["budget"]["minutes"] == 1.0
+    assert manifest["hardware"]["cpu_count"] >= 1
+    assert 0 < manifest["draft_vocab"]["coverage_of_training_tokens"] <= 1
+    evaluation = manifest["evaluation"]
+    assert evaluation["prompt_count"] == 2
+    assert evaluation["tau"] >= 1.0
+    assert evaluation["speedup"] > 0
+    assert manifest["files"] == {
+        name: sha256_of(shipped / name) for name in ("config.json", "model.safetensors")
+    }
+    assert manifest["target"]["files"]["model.safetensors"] == sha256_of(
+        tiny_smollm2_target_dir / "model.safetensors"
+    )
+    assert verify_shipped_head(shipped).sha256 == manifest["files"]
+    found = shipped_head_for(tiny_smollm2_target_dir, shipped.parent)
+    assert found is not None
+    assert found.directory == shipped
+
+
+def test_a_tampered_or_mismatching_head_is_refused(
+    shipped: Path, tmp_path: Path, tiny_llama_dir: Path
+) -> None:
+    heads = tmp_path / "heads"
+    shutil.copytree(shipped, heads / "tiny")
+    assert shipped_head_for(tiny_llama_dir, heads) is None  # another model: not its head
+    weights = heads / "tiny" / "model.safetensors"
+    corrupted = bytearray(weights.read_bytes())
+    corrupted[-1] ^= 0xFF  # one bit flipped on disk
+    weights.write_bytes(bytes(corrupted))
+    with pytest.raises(ShippedHeadRefusedError, match=r"model.safetensors has sha256 .* refused"):
+        verify_shipped_head(heads / "tiny")
+
+
+def test_another_build_of_the_model_is_refused(
+    shipped: Path, tmp_path: Path, tiny_smollm2_target_dir: Path
+) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(tiny_smollm2_target_dir, model)
+    (model / "tokenizer_config.json").write_text("{}")  # another chat template, say
+    with pytest.raises(ShippedHeadRefusedError, match=r"another build of this model: tokenizer_config.json"):
+        shipped_head_for(model, shipped.parent)
+
+
+def _run_base_stage(
+    factory: sessionmaker[Session], settings: Settings, model_uri: str
+) -> tuple[HeadInput | None, list[str]]:
+    """validate, data (the built-in catalog), prepare and base on a job reading ``model_uri``."""
+    with session_scope(factory) as session:
+        owner = create_account(session)
+        job_id = create_optimization_job(
+            session,
+            account_id=owner.account_id,
+            aws_account_id=owner.aws_account_id,
+            model_source={"S3": {"S3Uri": model_uri}},
+            output_config={"S3OutputLocation": model_uri.replace("/models/tiny/", "/out/")},
+        ).id
+    seen: list[HeadInput | None] = [None]
+
+    def keep(ctx: JobContext) -> None:
+        seen[0] = ctx.artifacts.base_head
+
+    stages = [
+        Stage("validate", validate_artifacts),
+        Stage("data", resolve_training_data),
+        Stage("prepare", prepare_inputs),
+        Stage("base", provide_base_head),
+        Stage("keep", keep),
+    ]
+    run_optimization_job(job_id, stages=stages, store=JobStore(factory), settings=settings)
+    with session_scope(factory) as session:
+        events = [event.message for event in list_job_events(session, job_id=job_id)]
+    return seen[0], events
+
+
+@pytest.mark.parametrize("tampered", [False, True], ids=["shipped", "tampered"])
+def test_a_job_on_the_model_starts_from_its_shipped_head_unless_it_is_tampered(  # noqa: PLR0917 - fixtures
+    tampered: bool,
+    shipped: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    worker_session_factory: sessionmaker[Session],
+    worker_settings: Settings,
+    builtin_catalog: str,
+    s3_client: Any,
+    s3_bucket: str,
+    tiny_smollm2_target_dir: Path,
+) -> None:
+    heads = tmp_path / "heads"
+    shutil.copytree(shipped, heads / "tiny")
+    if tampered:
+        (heads / "tiny" / "config.json").write_text((shipped / "config.json").read_text() + " ")
+    monkeypatch.setattr(shipped_heads, "SHIPPED_HEADS_DIR", heads)
+    settings = worker_settings.model_copy(
+        update={
+            "base_heads_uri": f"s3://{s3_bucket}/base-heads/",
+            "base_head_train_minutes": 0.25,
+            "base_head_train_overrides": {
+                "self_instruct_conversations": 0,
+                "regenerate": False,
+                "max_steps": 1,
+            },
+        }
+    )
+    model_uri = upload_directory(s3_client, tiny_smollm2_target_dir, s3_bucket, "models/tiny")
+    head, events = _run_base_stage(worker_session_factory, settings, model_uri)
+    assert head is not None, "\n".join(events)
+    lineage = base_head_lineage(head, {})
+    manifest = json.loads((shipped / "manifest.json").read_text())
+    if not tampered:
+        assert head.shipped is not None
+        assert lineage["shipped_head"] == head.shipped
+        assert lineage["sha256"] == manifest["files"]  # the very files the manifest commits
+        assert lineage["shipped_head"]["manifest_sha256"] == sha256_of(shipped / "manifest.json")
+        assert not head.built_by_this_job
+        assert any("the head shipped for this model (tiny" in event for event in events), events
+    else:
+        refusals = [event for event in events if "config.json has sha256" in event]
+        assert refusals, events
+        assert "refused" in refusals[0]
+        assert "this job builds the model's base head itself" in refusals[0]
+        assert head.built_by_this_job
+        assert lineage["shipped_head"] is None
+        assert lineage["sha256"]["model.safetensors"] != manifest["files"]["model.safetensors"]

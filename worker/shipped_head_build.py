@@ -1,0 +1,208 @@
+"""Build a head to ship with eaglenest (``eaglenest base-heads ship``), from scratch, locally.
+
+The same recipe and trainer as a job's base head (worker.base_head_recipe, ``trainer.train``):
+the built-in datasets plus self-instruct prompts with task openings, every reply distilled from
+the target, in the given budget. The head is exported in bf16 into ``--out`` with a manifest
+that says how to rebuild it and what it is: the recipe (every TrainConfig field), the data and
+its sha256s, the budget and the hardware, the draft vocabulary's coverage, τ and speedup on
+prompts unlike its data (``python -m trainer eval`` on chit-chat openers), the sha256 of the
+target's files it was trained for and of each of its own (worker.shipped_heads checks them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from core.output_layout import HEAD_FILES
+from db.settings import Settings
+from trainer.config import TrainConfig
+from trainer.data.builtin import load_builtin, prepare_builtin
+from trainer.data.schema import Conversation
+from trainer.data.writer import write_conversations_jsonl
+from trainer.eagle.reporting import TrainResult
+from trainer.file_digest import sha256_of
+from trainer.train import train
+from worker.base_head_build import progress_printer
+from worker.base_head_recipe import base_head_config, name_the_verifier
+from worker.code_version import code_version
+from worker.shipped_heads import MANIFEST, model_fingerprint
+
+Say = Callable[[str], None]
+# Prompts of a kind none of the data is: the first user turn of chit-chat conversations
+# (casual human chat; the head learns from code, maths and the target's own prompts).
+EVAL_DATASET = "chitchat"
+
+
+@dataclass(frozen=True)
+class ShipOptions:
+    model_dir: Path
+    out_dir: Path
+    work_dir: Path
+    minutes: float
+    datasets: tuple[str, ...] = ("humaneval", "champ")
+    eval_prompts: int = 20
+    eval_max_new_tokens: int = 64
+    eval_k: int = 3
+    eval_threads: int = 1
+    hardware_note: str = ""
+    command: str = ""  # the command line that built it, for the manifest
+    overrides: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields over the recipe
+
+
+def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -> dict[str, Any]:
+    """Train, export, evaluate and describe the head; return its manifest (also written last)."""
+    data_dir = options.work_dir / "data"
+    entries = prepare_builtin(options.datasets, data_dir)
+    config = _config(settings, options, [data_dir / entry.file for entry in entries])
+    say(f"Training the base head of {options.model_dir} for {options.minutes:g} minutes in {config.out_dir}")
+    result = train(config, progress_printer(say))
+    if result.files.head_dir is None:
+        raise RuntimeError("the training run stopped before exporting a head")
+    out = options.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    for name in HEAD_FILES:
+        shutil.copyfile(Path(result.files.head_dir) / name, out / name)
+    name_the_verifier(out, options.model_dir.name)
+    say(f"Evaluating {out} on {options.eval_prompts} {EVAL_DATASET} openers")
+    evaluation = _evaluate(options, _eval_prompts(data_dir, options.eval_prompts))
+    manifest = {
+        "name": out.name,
+        "format": "EAGLE-3 native head (config.json + model.safetensors), bfloat16",
+        "rebuild": options.command,
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "code_version": code_version(),
+        "target": {"name": options.model_dir.name, "files": model_fingerprint(options.model_dir)},
+        "recipe": _recipe(result, options),
+        "data": {
+            "datasets": [
+                {key: getattr(entry, key) for key in ("name", "file", "records", "sha256", "source_package")}
+                | {"source_version": entry.source_version}
+                for entry in entries
+            ],
+            "summary": result.data.model_dump(mode="json"),
+        },
+        "budget": {
+            "minutes": options.minutes,
+            "clock": config.budget_clock,
+            **result.timing.model_dump(mode="json", exclude={"budget_clock"}),
+        },
+        "hardware": _hardware(config, options.hardware_note),
+        "training": result.training.model_dump(mode="json"),
+        "heldout": result.evaluation.model_dump(mode="json"),
+        "draft_vocab": {
+            "size": result.head.draft_vocab_size,
+            "coverage_of_training_tokens": result.head.draft_vocab_coverage,
+        },
+        "evaluation": evaluation,
+        "files": {name: sha256_of(out / name) for name in HEAD_FILES},
+    }
+    # Written last: a folder without a manifest is a build that did not finish.
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def _config(settings: Settings, options: ShipOptions, data_files: list[Path]) -> TrainConfig:
+    recipe = base_head_config(
+        settings,
+        model_dir=options.model_dir,
+        data_files=data_files,
+        run_dir=options.work_dir / "run",
+        budget_minutes=options.minutes,
+    )
+    # bf16 halves the file (and is what a GPU serves); the budget is wall time on this machine.
+    fields = recipe.model_dump() | {"export_dtype": "bfloat16", "budget_clock": "wall"} | options.overrides
+    return TrainConfig.model_validate(fields)
+
+
+def _recipe(result: TrainResult, options: ShipOptions) -> dict[str, Any]:
+    """Every TrainConfig field, local paths as the names they stand for."""
+    recipe = dict(result.hyperparameters)
+    recipe["model_dir"] = options.model_dir.name
+    recipe["data_paths"] = [Path(path).name for path in recipe.get("data_paths", [])]
+    recipe["out_dir"] = None
+    return recipe
+
+
+def _eval_prompts(data_dir: Path, count: int) -> Path:
+    openers = [
+        Conversation(messages=[conversation.messages[0]], source=conversation.source)
+        for conversation in load_builtin(EVAL_DATASET)
+        if conversation.messages and conversation.messages[0].role == "user"
+    ][:count]
+    path = data_dir / f"eval-{EVAL_DATASET}-openers.jsonl"
+    write_conversations_jsonl(openers, path)
+    return path
+
+
+def _evaluate(options: ShipOptions, prompts: Path) -> dict[str, Any]:
+    """``python -m trainer eval``: greedy plain and speculative decoding, same engine, same run."""
+    report = options.work_dir / "eval.json"
+    command = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "eval",
+        "--model",
+        str(options.model_dir),
+        "--head",
+        str(options.out_dir),
+        "--prompts",
+        str(prompts),
+        "--k",
+        str(options.eval_k),
+        "--max-new-tokens",
+        str(options.eval_max_new_tokens),
+        "--threads",
+        str(options.eval_threads),
+        "--json",
+        str(report),
+    ]
+    subprocess.run(command, check=True)
+    measured = json.loads(report.read_text())
+    measured_keys = (
+        "tau",
+        "speedup",
+        "acceptance_by_position",
+        "tokens_per_s_plain",
+        "tokens_per_s_spec",
+        "identical_outputs",
+        "k",
+        "max_new_tokens",
+        "threads",
+        "dtype",
+    )
+    return {
+        "prompts": f"the first user turn of the first {options.eval_prompts} {EVAL_DATASET} conversations",
+        "prompts_sha256": sha256_of(prompts),
+        "prompt_count": measured.get("prompts"),
+        "command": shlex.join(["python", *command[1:]]).replace(str(options.work_dir), "<work>"),
+        **{key: measured.get(key) for key in measured_keys},
+    }
+
+
+def _hardware(config: TrainConfig, note: str) -> dict[str, Any]:
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "device": config.device,
+        "num_threads": config.num_threads,
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "note": note or None,
+    }
