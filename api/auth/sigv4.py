@@ -102,10 +102,14 @@ def parse_authorization(header: str) -> Authorization:
     )
 
 
-def check_scope(authorization: Authorization) -> None:
-    """The credential scope must name this service, a plausible region and the v4 terminator."""
-    if authorization.service != SERVICE:
-        raise InvalidSignatureException(f"Credential should be scoped to correct service: '{SERVICE}'.")
+def check_scope(authorization: Authorization, service: str = SERVICE) -> None:
+    """The credential scope must name ``service``, a plausible region and the v4 terminator.
+
+    One server answers several AWS services (sagemaker, logs, sts); each signs with its own
+    signing name, and a request signed for one is refused by the others, as AWS does.
+    """
+    if authorization.service != service:
+        raise InvalidSignatureException(f"Credential should be scoped to correct service: '{service}'.")
     if authorization.terminator != TERMINATOR:
         raise InvalidSignatureException(
             f"Credential should be scoped with a valid terminator: '{TERMINATOR}', "
