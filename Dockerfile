@@ -18,7 +18,7 @@ WORKDIR /app
 # Dependencies change less often than code: each image installs them in their own layer. The
 # stub packages only let setuptools resolve the project's metadata before the code is copied.
 COPY pyproject.toml README.md requirements.lock ./
-RUN mkdir -p api cli client core db migrations servebench serving speculative stack trainer worker
+RUN mkdir -p api cli client core db engine migrations servebench serving speculative stack trainer worker
 
 # The source, copied once and taken whole by both images.
 FROM scratch AS source
@@ -28,6 +28,7 @@ COPY cli /app/cli
 COPY client /app/client
 COPY core /app/core
 COPY db /app/db
+COPY engine /app/engine
 COPY migrations /app/migrations
 COPY servebench /app/servebench
 COPY serving /app/serving
