@@ -84,7 +84,7 @@ def main() -> int:
 def operator_settings(args: argparse.Namespace) -> dict[str, str]:
     threads = args.threads
     return {
-        # The job's budget in CPU-minutes of one thread, as the README's recipe table measures.
+        # The job's budget in CPU-minutes of one thread, as docs/measurements.md's recipe table measures.
         "EAGLENEST_TRAIN_OVERRIDES": json.dumps({"num_threads": threads, "budget_clock": "cpu"}),
         # A short benchmark: the head's speed is measured by `trainer eval` afterwards.
         "EAGLENEST_BENCHMARK_OVERRIDES": json.dumps(

@@ -1,6 +1,6 @@
 """Where a job writes: the final layout under S3OutputLocation and its private staging prefix.
 
-Final layout (documented in README; consumers treat ``lineage.json`` as the commit marker)::
+Final layout (documented in docs/pipeline.md; consumers treat ``lineage.json`` as the commit marker)::
 
     eagle_model/config.json, eagle_model/model.safetensors
     benchmark/results.json, benchmark/results.csv

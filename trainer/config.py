@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 TorchDType = Literal["float32", "bfloat16", "float16"]
 
 # The default recipe is the one measured best per CPU-minute on prompts unlike the training data
-# (README, "The default recipe by budget"): the target writes every reply it is trained on
+# (docs/measurements.md, "The default recipe by budget"): the target writes every reply it is trained on
 # (regenerate, replies up to 128 tokens) and, with no data of its own, about 1000 prompts per 30
 # budget-minutes (fewer are not enough to fill the budget, more are not answered in it). On a
 # slower machine writing stops earlier, at a share of the budget (trainer/eagle/data.py).
