@@ -98,8 +98,6 @@ def _install_shipped(ctx: JobContext, store: BaseHeadStore, key: str) -> BaseHea
         f"{shipped.sha256['model.safetensors'][:12]}, manifest sha256 {shipped.manifest_sha256[:12]}) "
         "matches its manifest; committed to the base-head store"
     )
-    ctx.store.record_event(ctx.job.id, stage=ctx.stage, message=message)
-    ctx.report(message, fraction=0.5)
     manifest = {
         "model_uri": model.location.uri,
         "model": model.snapshot.to_lineage(),
@@ -110,7 +108,10 @@ def _install_shipped(ctx: JobContext, store: BaseHeadStore, key: str) -> BaseHea
         "shipped_head": shipped.lineage(),
     }
     build = f"shipped-{shipped.name}-{shipped.manifest_sha256[:16]}"
-    return store.publish(key, shipped.directory, build=build, manifest=manifest)
+    head = store.publish(key, shipped.directory, build=build, manifest=manifest)
+    ctx.store.record_event(ctx.job.id, stage=ctx.stage, message=message)
+    ctx.report(message, fraction=0.5)
+    return head
 
 
 def _fetch(ctx: JobContext, store: BaseHeadStore, head: BaseHead, *, built: bool) -> HeadInput:
