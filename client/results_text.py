@@ -72,6 +72,7 @@ def format_lineage_summary(lineage: dict[str, Any]) -> str:
         f"Lineage of {lineage.get('job', {}).get('arn', '?')} (code {_code(lineage.get('code_version'))}):",
         f"  source model   {lineage.get('source_model', {}).get('uri', '?')}",
         f"  base head      {'none (trained from scratch)' if base_head is None else base_head.get('uri')}",
+        *_shipped_head_line(base_head),
         f"  training data  {data.get('source', '?')} {data_where}: "
         f"{records.get('records_read', '?')} records, {records.get('records_skipped', 0)} skipped",
         f"  training       {training.get('steps', '?')} steps ({training.get('stop_reason', '?')}), "
@@ -81,6 +82,18 @@ def format_lineage_summary(lineage: dict[str, Any]) -> str:
         + ("" if output_model is None else f"; SageMaker model {output_model.get('name')}"),
     ]
     return "\n".join(lines)
+
+
+def _shipped_head_line(base_head: dict[str, Any] | None) -> list[str]:
+    """Which shipped head the base head is, when it is one (heads/ in eaglenest's repository)."""
+    shipped = (base_head or {}).get("shipped_head")
+    if not shipped:
+        return []
+    weights = (shipped.get("sha256") or {}).get("model.safetensors", "?")
+    return [
+        f"  shipped head   {shipped.get('name')}: model.safetensors sha256 {weights[:16]}…, "
+        f"manifest sha256 {str(shipped.get('manifest_sha256', '?'))[:16]}…"
+    ]
 
 
 def format_job_results(results: DownloadedResults) -> str:

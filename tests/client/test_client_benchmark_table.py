@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from client import BENCHMARK_TABLE_COLUMNS, benchmark_table, deployment_recommendation
-from client.results_text import format_recommendation
+from client.results_text import format_lineage_summary, format_recommendation
 
 
 def row(
@@ -161,3 +161,19 @@ def test_the_printed_recommendation_warns_when_no_eagle_drifted_beyond_the_margi
     first, second = text.splitlines()[1:]
     assert "differed" not in first  # inside the margin: nothing to warn about
     assert second.endswith("[No EAGLE's two runs differed 1.25x: the load changed]")
+
+
+def test_the_lineage_summary_names_a_shipped_base_head() -> None:
+    shipped = {
+        "name": "smollm2-135m-instruct",
+        "sha256": {"model.safetensors": "ab" * 32},
+        "manifest_sha256": "cd" * 32,
+    }
+    lineage: dict[str, Any] = {
+        "base_head": {"uri": "s3://cache/base-heads/k/builds/b/", "shipped_head": shipped}
+    }
+    assert (
+        "  shipped head   smollm2-135m-instruct: model.safetensors sha256 abababababababab…, "
+        "manifest sha256 cdcdcdcdcdcdcdcd…"
+    ) in format_lineage_summary(lineage).splitlines()
+    assert "shipped head" not in format_lineage_summary({"base_head": {"uri": "s3://x/"}})
