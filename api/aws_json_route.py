@@ -14,6 +14,7 @@ from api.auth.sigv4 import SignedRequest
 from api.deps import get_api_state, signed_request_from
 from api.error_responses import AWS_JSON_CONTENT_TYPE, AwsJsonResponse, error_responses
 from api.json_body import parse_json_body
+from api.operations.logs import LOGS_OPERATIONS, handle_logs_request, is_logs_target, logs_operation_name
 from api.operations.registry import REGISTRY, Operation, OperationContext
 from api.state import ApiState
 from api.sts import handle_sts_request, is_query_request
@@ -91,11 +92,15 @@ def runs_inline(operation: Operation | None, state: ApiState) -> bool:
 
 @router.post(
     "/",
-    summary="AWS JSON 1.1 entry point (SageMaker control plane)",
+    summary="AWS JSON 1.1 entry point (SageMaker control plane, CloudWatch Logs; STS on the query protocol)",
     response_class=AwsJsonResponse,
     description=(
         "Send `X-Amz-Target: SageMaker.<Operation>` and `Content-Type: application/x-amz-json-1.1`, "
-        "signed with SigV4. Implemented operations: " + ", ".join(REGISTRY.names) + "."
+        "signed with SigV4. Implemented operations: " + ", ".join(REGISTRY.names) + ". "
+        "CloudWatch Logs (`X-Amz-Target: Logs_20140328.<Operation>`, signed for `logs`): "
+        + ", ".join(sorted(LOGS_OPERATIONS))
+        + ". STS (query protocol: a form body `Action=GetCallerIdentity&Version=2011-06-15`, "
+        "no X-Amz-Target, signed for `sts`, XML answers): GetCallerIdentity."
     ),
     responses={
         200: {
@@ -127,6 +132,12 @@ async def aws_json_endpoint(request: Request) -> Response:
         signed = signed_request_from(request, await request.body())
         request_id = str(request.scope["state"].get("request_id", ""))
         return await run_in_threadpool(handle_sts_request, get_api_state(request), signed, request_id)
+    if target is not None and is_logs_target(target):
+        # CloudWatch Logs shares the wire format and the URL; only the target prefix differs.
+        request.scope.setdefault("state", {})["operation"] = f"logs.{logs_operation_name(target)}"
+        signed = signed_request_from(request, await request.body())
+        body = await run_in_threadpool(handle_logs_request, get_api_state(request), signed, target)
+        return AwsJsonResponse(content=body)
     operation = _named_operation(target)
     request.scope.setdefault("state", {})["operation"] = operation.name if operation else "unknown"
     signed = signed_request_from(request, await request.body())

@@ -14,6 +14,9 @@ from db.models.endpoint_config import EndpointConfig
 from db.models.endpoint_instance import EndpointInstance
 from db.models.endpoint_status import EndpointStatus
 from db.models.job_event import JobEvent
+from db.models.log_event import LogEvent
+from db.models.log_group import LogGroup
+from db.models.log_stream import LogStream
 from db.models.optimization_job import OptimizationJob
 from db.models.optimization_job_status import OptimizationJobStatus
 from db.models.resource_tag import ResourceTag
@@ -31,6 +34,9 @@ __all__ = [
     "EndpointInstance",
     "EndpointStatus",
     "JobEvent",
+    "LogEvent",
+    "LogGroup",
+    "LogStream",
     "OptimizationJob",
     "OptimizationJobStatus",
     "ResourceTag",

@@ -90,6 +90,13 @@ class Settings(BaseSettings):
     max_active_optimization_jobs: int = Field(
         default=100, ge=1, description="Per account: STARTING/INPROGRESS/STOPPING jobs at once."
     )
+    log_retention_days: int = Field(
+        default=30,
+        ge=1,
+        le=3653,
+        description="CloudWatch Logs: the retention of the groups the server creates (older events are "
+        "deleted as new ones arrive).",
+    )
     # --- the worker's job pipeline (worker/)
     cache_dir: Path | None = Field(
         default=None,
