@@ -25,7 +25,7 @@ from transformers import PreTrainedModel
 
 from engine.recorded_features import FeatureBuffers
 from engine.replies import FeatureRecorder, Reply
-from engine.runner import SlotRunner, batch_rows_for, key_length_for, pad_rows
+from engine.runner import SlotRunner, StepOutput, batch_rows_for, key_length_for, pad_rows
 from engine.sampling import Sampling, next_tokens
 
 
@@ -55,30 +55,24 @@ class _Slots:
         self.prefix: list[int] = []
 
 
-def _record(state: _Slots, recorder: FeatureRecorder | None, rows: torch.Tensor, at: torch.Tensor) -> None:
-    if recorder is not None:
-        aux, final = recorder.take_latest()
-        state.features.write(rows, at, aux, final)
+def _record(state: _Slots, output: StepOutput, rows: torch.Tensor, at: torch.Tensor) -> None:
+    if output.aux is not None and output.final is not None:
+        state.features.write(rows, at, output.aux, output.final)
 
 
-def _run_prefix(state: _Slots, recorder: FeatureRecorder | None, ids: list[int]) -> None:
+def _run_prefix(state: _Slots, ids: list[int]) -> None:
     """Run the shared prefix once, into the prefix slot; joiners that start with it copy it."""
     device = state.runner.pool.device
     positions = torch.arange(len(ids), device=device).unsqueeze(0)
     slot = torch.tensor([state.rows], device=device)
-    state.runner.forward(
+    output = state.runner.forward(
         torch.tensor([ids], device=device), positions, positions, slots=slot, key_length=len(ids)
     )
-    _record(state, recorder, slot.unsqueeze(1), positions)
+    _record(state, output, slot.unsqueeze(1), positions)
     state.prefix = ids
 
 
-def _admit(
-    state: _Slots,
-    recorder: FeatureRecorder | None,
-    sampling: Sampling,
-    joiners: list[tuple[int, int, list[int]]],
-) -> None:
+def _admit(state: _Slots, sampling: Sampling, joiners: list[tuple[int, int, list[int]]]) -> None:
     """Prefill each joiner ``(slot, prompt index, prompt)`` and choose its first token."""
     pool, device = state.runner.pool, state.runner.pool.device
     n = len(state.prefix)
@@ -95,16 +89,16 @@ def _admit(
     positions = torch.from_numpy(host_positions).to(device)
     at = torch.from_numpy(np.where(real, host_positions, pool.scratch)).to(device)
     lengths = [len(prompt) for _, _, prompt in joiners]
-    hidden = state.runner.forward(
+    output = state.runner.forward(
         torch.tensor(pad_rows(feeds, 0), device=device),
         positions,
         at,
         slots=slots,
         key_length=key_length_for(max(lengths), pool.capacity),
     )
-    _record(state, recorder, slots.unsqueeze(1), at)
+    _record(state, output, slots.unsqueeze(1), at)
     last = torch.tensor([len(feed) - 1 for feed in feeds], device=device)
-    last_hidden = hidden[torch.arange(len(feeds), device=device), last]
+    last_hidden = output.hidden[torch.arange(len(feeds), device=device), last]
     greedy, chosen = next_tokens(state.runner.logits(last_hidden), sampling)
     state.lengths[slots] = torch.tensor(lengths, device=device)
     state.feed[slots] = chosen
@@ -118,21 +112,20 @@ def _admit(
         state.host_lengths[slot] = length
 
 
-def _decode(state: _Slots, recorder: FeatureRecorder | None, sampling: Sampling) -> None:
+def _decode(state: _Slots, sampling: Sampling) -> None:
     """One token for every live row among the first slots; ended rows write to scratch."""
     pool = state.runner.pool
     rows = batch_rows_for(int(np.flatnonzero(state.host_busy).max()), state.rows)
     alive, lengths = state.alive[:rows], state.lengths[:rows]
     at = torch.where(alive, lengths, pool.scratch).unsqueeze(1)
-    hidden = state.runner.forward(
+    output = state.runner.decode(
         state.feed[:rows].unsqueeze(1),
         lengths.unsqueeze(1),
         at,
-        slots=None,
         key_length=key_length_for(int(state.host_lengths[:rows].max()) + 1, pool.capacity),
     )
-    _record(state, recorder, torch.arange(rows, device=pool.device).unsqueeze(1), at)
-    greedy, chosen = next_tokens(state.runner.logits(hidden[:, 0]), sampling)
+    _record(state, output, torch.arange(rows, device=pool.device).unsqueeze(1), at)
+    greedy, chosen = next_tokens(state.runner.logits(output.hidden[:, 0]), sampling)
     index = torch.arange(rows, device=pool.device)
     column = state.count[:rows].clamp(max=state.max_new - 1)
     state.tokens[index, column] = torch.where(alive, chosen, state.tokens[index, column])
@@ -236,7 +229,7 @@ def generate_batched(
         return replies, False
     rows = min(batch_size, len(prompts))
     capacity = max(len(p) for p in prompts) + max_new_tokens + 1  # + the scratch position
-    runner = SlotRunner(model, slots=rows + 1, capacity=capacity)
+    runner = SlotRunner(model, slots=rows + 1, capacity=capacity, recorder=recorder, graph_rows=rows)
     state = _Slots(runner, stop_ids, max_new_tokens)
     waiting = iter([(i, list(p)) for i, p in enumerate(prompts)])
     stopped = False
@@ -244,17 +237,17 @@ def generate_batched(
         if recorder is not None:
             recorder.__enter__()
         if shared_prefix:
-            _run_prefix(state, recorder, list(shared_prefix))
+            _run_prefix(state, list(shared_prefix))
         while True:
             if should_stop():
                 stopped = True
                 break
             joiners = _next_joiners(state, waiting)
             if joiners:
-                _admit(state, recorder, sampling, joiners)
+                _admit(state, sampling, joiners)
             if not state.host_busy.any():
                 break
-            _decode(state, recorder, sampling)
+            _decode(state, sampling)
             _deliver(_take(state, cut=False), replies, on_reply)
         _deliver(_take(state, cut=True), replies, on_reply)
     finally:

@@ -4,11 +4,14 @@ positions a caller asks for."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel
 
+from engine.cuda_graphs import DecodeGraphs, graphs_wanted
 from engine.kv_pool import SlotKVPool
+from engine.replies import FeatureRecorder
 from engine.slot_attention import SLOT_ATTENTION, SlotStep, slot_step, visible_keys
 
 
@@ -27,14 +30,37 @@ def num_decoder_layers(model: PreTrainedModel) -> int:
     return int(model.config.get_text_config().num_hidden_layers)
 
 
+@dataclass(frozen=True, slots=True)
+class StepOutput:
+    hidden: torch.Tensor  # [B, Q, H] after the final norm
+    aux: torch.Tensor | None  # [B, Q, A] the recorder's aux-layer features, if recording
+    final: torch.Tensor | None  # [B, Q, H] the recorder's final hidden states, if recording
+
+    def rows(self, count: int) -> StepOutput:
+        """The first ``count`` rows (a graph's outputs are padded to its bucket)."""
+        return StepOutput(
+            self.hidden[:count],
+            None if self.aux is None else self.aux[:count],
+            None if self.final is None else self.final[:count],
+        )
+
+
 class SlotRunner:
     """The target switched to slot attention over its own pool, for as long as it is open.
 
     ``close`` puts the model's attention implementation back: later code (``generate``, the
     training pass) sees the model as it was handed in."""
 
-    def __init__(self, model: PreTrainedModel, *, slots: int, capacity: int) -> None:
-        self.model = model
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        *,
+        slots: int,
+        capacity: int,
+        recorder: FeatureRecorder | None = None,
+        graph_rows: int | None = None,
+    ) -> None:
+        self.model, self.recorder = model, recorder
         # The decoder stack without the LM head: logits are computed only where a caller needs
         # them (a padded prefill's last real positions), not over every position.
         decoder = getattr(model, "model", None)
@@ -46,6 +72,12 @@ class SlotRunner:
         self.pool = SlotKVPool(num_decoder_layers(model), slots, capacity, model.device)
         self._previous_attention = model.config._attn_implementation
         model.set_attn_implementation(SLOT_ATTENTION)
+        # Decode steps over the first ``graph_rows`` slots replay CUDA graphs on a GPU.
+        self.graphs = (
+            DecodeGraphs(self, graph_rows)
+            if graph_rows is not None and graphs_wanted(self.pool.device, model.config)
+            else None
+        )
 
     def close(self) -> None:
         self.model.set_attn_implementation(self._previous_attention)
@@ -58,8 +90,9 @@ class SlotRunner:
         *,
         slots: torch.Tensor | None,
         key_length: int,
-    ) -> torch.Tensor:
-        """The final hidden states [B, Q, H] of ``input_ids`` [B, Q] at ``positions``.
+    ) -> StepOutput:
+        """The final hidden states [B, Q, H] of ``input_ids`` [B, Q] at ``positions``, and the
+        recorder's features of every position.
 
         New keys go to ``write_positions`` of each row's slot (``slots`` [B]; None: row b is
         slot b). Queries see keys up to their position, within the first ``key_length``."""
@@ -77,7 +110,24 @@ class SlotRunner:
         with slot_step(step):
             outputs = self.decoder(input_ids=input_ids, position_ids=positions, use_cache=False)
         hidden: torch.Tensor = outputs.last_hidden_state
-        return hidden
+        if self.recorder is None:
+            return StepOutput(hidden, None, None)
+        aux, final = self.recorder.take_latest()
+        return StepOutput(hidden, aux, final)
+
+    def decode(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        write_positions: torch.Tensor,
+        *,
+        key_length: int,
+    ) -> StepOutput:
+        """One token [R, 1] for each of the first R slots (row r is slot r): a graph replay
+        where graphs are on, else ``forward``."""
+        if self.graphs is not None:
+            return self.graphs.run(input_ids, positions, write_positions, key_length)
+        return self.forward(input_ids, positions, write_positions, slots=None, key_length=key_length)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits [R, V] of final hidden states [R, H]."""

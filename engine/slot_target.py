@@ -65,7 +65,7 @@ class SlotTarget:
         recorder: FeatureRecorder | None = None,
     ) -> None:
         self.model = model
-        self.runner = SlotRunner(model, slots=max_sequences, capacity=max_positions + 1)
+        self.runner = SlotRunner(model, slots=max_sequences, capacity=max_positions + 1, recorder=recorder)
         self._free = list(range(max_sequences - 1, -1, -1))
         self._recorder = recorder
         if recorder is not None:
@@ -96,7 +96,7 @@ class SlotTarget:
         width = int(lengths.max())
         positions = starts[:, None] + np.arange(width)[None, :]
         real = np.arange(width)[None, :] < lengths[:, None]
-        hidden = self.runner.forward(
+        output = self.runner.forward(
             torch.tensor(pad_rows([s.token_ids for s in segments], 0), device=device),
             torch.from_numpy(positions).to(device),
             torch.from_numpy(np.where(real, positions, pool.scratch)).to(device),
@@ -112,13 +112,13 @@ class SlotTarget:
                 for row, (s, n) in enumerate(zip(segments, lengths, strict=True))
             ]
         )
-        flat = hidden.reshape(-1, hidden.shape[-1])
+        flat = output.hidden.reshape(-1, output.hidden.shape[-1])
         logits = torch.split(
             self.runner.logits(flat[torch.from_numpy(kept).to(device)]), [s.keep for s in segments]
         )
-        if self._recorder is None:
+        aux = output.aux
+        if aux is None:
             return [SegmentOutput(logits=rows, features=None) for rows in logits]
-        aux, _ = self._recorder.take_latest()
         every = torch.from_numpy(np.flatnonzero(real.reshape(-1))).to(device)
         features = torch.split(aux.reshape(-1, aux.shape[-1])[every], lengths.tolist())
         return [SegmentOutput(logits=r, features=f) for r, f in zip(logits, features, strict=True)]

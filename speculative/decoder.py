@@ -30,6 +30,7 @@ from speculative.packed_linear import pack_linear_layers, packing_available
 from speculative.result import GenerationResult
 from speculative.sampling import SamplingParams, probabilities, sample
 from speculative.sequence import SequenceState
+from speculative.slot_target_runner import SlotTargetRunner, slot_runner_wanted
 from speculative.target import TargetOutput, TargetRunner
 from speculative.tree_draft import TreeShape, propose_tree
 from speculative.verification import Verdict, verify_greedy, verify_sampled
@@ -37,6 +38,8 @@ from trainer.eagle.capture import check_aux_layer_ids, decoder_layers
 from trainer.eagle.model import Eagle3DraftModel
 
 logger = logging.getLogger(__name__)
+
+Runner = TargetRunner | SlotTargetRunner
 
 
 class SpeculativeDecoder:
@@ -57,6 +60,7 @@ class SpeculativeDecoder:
         num_speculative_tokens: int = 4,
         eos_token_ids: Iterable[int] | None = None,
         pack_weights: bool | None = None,
+        slot_pool: bool | None = None,
     ) -> None:
         if num_speculative_tokens < 1:
             raise ValueError(f"num_speculative_tokens must be at least 1, got {num_speculative_tokens}")
@@ -77,7 +81,14 @@ class SpeculativeDecoder:
             pack_linear_layers(self.target)
             if self.head is not None:
                 pack_linear_layers(self.head)
-        self._target = TargetRunner(target, aux_layer_ids)
+        # On a GPU, chains and plain decoding run on the slot pool with CUDA graphs (lossless
+        # as vLLM's verification is); elsewhere the exact runner keeps output bit-for-bit plain
+        # greedy decoding's. Recurrent targets need the exact runner's state rollback.
+        self._target: Runner = (
+            SlotTargetRunner(target, aux_layer_ids)
+            if slot_runner_wanted(target, slot_pool)
+            else TargetRunner(target, aux_layer_ids)
+        )
         self._tree_fallback_logged = False
 
     def generate(
@@ -199,7 +210,7 @@ class SpeculativeDecoder:
         return result
 
     def _round(
-        self, run: _Run, target: TargetRunner, drafter: Drafter, unseen: torch.Tensor, num_drafts: int
+        self, run: _Run, target: Runner, drafter: Drafter, unseen: torch.Tensor, num_drafts: int
     ) -> torch.Tensor:
         """Draft, verify, keep the accepted tokens; returns the features the head has not seen."""
         sequence, result = run.sequence, run.result
@@ -225,7 +236,7 @@ class SpeculativeDecoder:
         return _features(output)[: verdict.accepted + 1]
 
     def _tree_round(
-        self, run: _Run, target: TargetRunner, drafter: Drafter, unseen: torch.Tensor, shape: TreeShape
+        self, run: _Run, target: Runner, drafter: Drafter, unseen: torch.Tensor, shape: TreeShape
     ) -> torch.Tensor:
         """``_round`` with a draft tree: the target scores every node in one forward and keeps
         the greedy path through it (see ``speculative.tree``)."""
@@ -255,7 +266,7 @@ class SpeculativeDecoder:
         result.target_seconds += finished - verify_started
         return _features(output)[kept_rows]
 
-    def _last_step(self, run: _Run, target: TargetRunner) -> None:
+    def _last_step(self, run: _Run, target: Runner) -> None:
         started = time.perf_counter()
         output = target.forward(self._ids([run.sequence.last_token]), logits_to_keep=1)
         run.sequence.emit([self._pick(output.logits[-1], run.params, run.generator)])

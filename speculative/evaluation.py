@@ -68,6 +68,10 @@ class SpeedupReport:
     tree: TreeShape | None = None
     prompts: int = 0
     identical_outputs: int = 0
+    # Tokens before the first difference from plain decoding, over plain decoding's tokens: 1.0
+    # where greedy speculative output is bit-exact (CPU); on a GPU a batch-shape change in the
+    # last bits of a near-tie can set the two apart, as in vLLM and SGLang.
+    agreeing_tokens: int = 0
     plain: SideTotals = field(default_factory=SideTotals)
     speculative: SideTotals = field(default_factory=SideTotals)
     accepted_per_step: list[int] = field(default_factory=list)
@@ -81,10 +85,22 @@ class SpeedupReport:
         if plain.tokens_per_second > 0:
             self.prompt_speedups.append(speculative.tokens_per_second / plain.tokens_per_second)
         self.identical_outputs += int(plain.token_ids == speculative.token_ids)
+        self.agreeing_tokens += next(
+            (
+                i
+                for i, (a, b) in enumerate(zip(plain.token_ids, speculative.token_ids, strict=False))
+                if a != b
+            ),
+            min(len(plain.token_ids), len(speculative.token_ids)),
+        )
         self.plain.add(plain)
         self.speculative.add(speculative)
         self.accepted_per_step.extend(speculative.accepted_per_step)
         self.proposed_per_step.extend(speculative.proposed_per_step)
+
+    @property
+    def token_agreement(self) -> float:
+        return self.agreeing_tokens / self.plain.tokens if self.plain.tokens else 1.0
 
     @property
     def verify_steps(self) -> int:
@@ -168,6 +184,7 @@ class SpeedupReport:
             "max_new_tokens": self.max_new_tokens,
             "prompts": self.prompts,
             "identical_outputs": self.identical_outputs,
+            "token_agreement": self.token_agreement,
             "tau": self.tau,
             "acceptance_by_position": self.acceptance_by_position,
             "tokens_per_s_plain": self.plain.tokens_per_second,

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
 from transformers import PreTrainedModel
 
-import engine.slot_attention
 from engine.generation import batching_supported, generate_batched
 from engine.replies import Reply
 from engine.sampling import Sampling
@@ -41,20 +39,17 @@ def tokens_of(replies: list[Reply | None]) -> list[tuple[list[int], int | None]]
 
 
 @pytest.fixture
-def attention_calls() -> Iterator[list[int]]:
-    """The batch size of every SDPA call slot attention makes."""
+def attention_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The batch size of every SDPA call (slot attention's, and transformers' own)."""
     calls: list[int] = []
-    original = engine.slot_attention.functional.scaled_dot_product_attention
+    original = torch.nn.functional.scaled_dot_product_attention
 
     def counting(query: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         calls.append(int(query.shape[0]))
         return original(query, *args, **kwargs)
 
-    engine.slot_attention.functional.scaled_dot_product_attention = counting  # type: ignore[assignment]
-    try:
-        yield calls
-    finally:
-        engine.slot_attention.functional.scaled_dot_product_attention = original
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting)
+    return calls
 
 
 @pytest.mark.parametrize("architecture", ["LlamaForCausalLM", "GptOssForCausalLM"])

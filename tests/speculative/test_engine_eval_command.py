@@ -84,6 +84,7 @@ def test_eval_writes_the_report(
     report = json.loads(out.read_text())
     assert report["prompts"] == 3
     assert report["identical_outputs"] == 3
+    assert report["token_agreement"] == 1.0  # bit-exact on CPU: every plain token, in order
     assert report["k"] == 3
     assert len(report["acceptance_by_position"]) == 3
     assert report["tau"] == pytest.approx(1 + sum(report["acceptance_by_position"]), abs=1e-9)

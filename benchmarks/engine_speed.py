@@ -1,0 +1,185 @@
+"""How fast the engine runs the target on this device: one table.
+
+    .venv/bin/python benchmarks/engine_speed.py --device cuda --dtype bfloat16 --rows 64 256
+    .venv/bin/python benchmarks/engine_speed.py --device cpu --rows 16 --prompts 32
+
+Rows of the table:
+- the cost of one host<->device sync (CUDA only): what every ``.item()``/``.tolist()`` in a step costs;
+- batch-1 plain decoding, ms/token: ``SpeculativeDecoder.generate_plain`` (what ``trainer eval``
+  times against) and the engine's decode step (``generate_batched`` with one row; CUDA graphs
+  on a GPU);
+- distillation with features, at each ``--rows``: reply tokens/s and replies/s of
+  ``generate_batched`` over the built-in datasets' prompts (greedy, the aux layers recorded as
+  ``trainer train`` records them), with the GPU's mean utilisation while it ran;
+- the serving engine, plain decoding, 8 concurrent requests: output tokens/s (the slot-pool
+  target on CUDA, the exact packed target elsewhere).
+Run it on a quiet machine; the first CUDA step of each shape includes its graph capture, so
+each figure is taken after a warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from engine.generation import generate_batched
+from engine.sampling import Sampling
+from serving import GenerationRequest, ServingEngine
+from speculative import SpeculativeDecoder
+from trainer.data.builtin import load_builtin
+from trainer.eagle.continuation import context_of
+from trainer.eagle.packed_generation import Recording
+
+REPO = Path(__file__).resolve().parents[1]
+GREEDY = Sampling(temperature=0.0, top_p=1.0)
+AUX_LAYERS = [2, 14, 26]
+NEVER = -1  # a stop id no model emits: every reply runs to its cap
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", type=Path, default=REPO / ".cache/models/smollm2-135m-instruct")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="bfloat16")
+    parser.add_argument("--rows", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--prompts", type=int, default=0, help="distillation prompts (0: twice the rows)")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=None)
+    return parser.parse_args()
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def sync_cost_us(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    value = torch.ones(1, device=device)
+    times = []
+    for _ in range(200):
+        value += 1
+        started = time.perf_counter()
+        value.item()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1e6
+
+
+def prompts_of(tokenizer: object, count: int) -> list[list[int]]:
+    names = ["chitchat", "humaneval", "champ"]
+    conversations = [c for name in names for c in load_builtin(name)[: -(-count // len(names)) * 2]]
+    contexts = [context_of(c, tokenizer, max_prompt_tokens=256) for c in conversations]  # type: ignore[arg-type]
+    return [c.prompt_ids for c in contexts if c is not None][:count]
+
+
+def decoder_ms_per_token(model: PreTrainedModel, prompt: list[int], tokens: int) -> float:
+    decoder = SpeculativeDecoder(model, eos_token_ids=[], pack_weights=False)
+    decoder.generate_plain(prompt, max_new_tokens=8)  # warm-up
+    result = decoder.generate_plain(prompt, max_new_tokens=tokens)
+    return 1000 * result.target_seconds / max(1, len(result.token_ids) - 1)
+
+
+def engine_ms_per_token(model: PreTrainedModel, prompt: list[int], tokens: int) -> float:
+    generate_batched(model, [prompt], stop_ids=[NEVER], max_new_tokens=8, batch_size=1, sampling=GREEDY)
+    synchronize(model.device)
+    started = time.perf_counter()
+    generate_batched(model, [prompt], stop_ids=[NEVER], max_new_tokens=tokens, batch_size=1, sampling=GREEDY)
+    synchronize(model.device)
+    return 1000 * (time.perf_counter() - started) / tokens
+
+
+class Utilisation:
+    """The GPU's utilisation sampled by nvidia-smi every 100 ms while open (None without it)."""
+
+    def __enter__(self) -> Utilisation:
+        smi = shutil.which("nvidia-smi")
+        self._process = (
+            None
+            if smi is None
+            else subprocess.Popen(
+                [smi, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100"],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
+        return self
+
+    def __exit__(self, *_args: object) -> None:
+        self.mean: float | None = None
+        if self._process is None:
+            return
+        self._process.terminate()
+        out, _ = self._process.communicate()
+        values = [
+            float(line.split(",")[0]) for line in out.split() if line.strip().replace(".", "").isdigit()
+        ]
+        self.mean = statistics.mean(values) if values else None
+
+
+def distillation(
+    model: PreTrainedModel, prompts: list[list[int]], rows: int, tokens: int
+) -> tuple[float, float, float | None]:
+    recording = Recording(layers=AUX_LAYERS, dtypes=(torch.bfloat16, torch.float16))
+    options = {"stop_ids": [NEVER], "max_new_tokens": tokens, "batch_size": rows, "sampling": GREEDY}
+    generate_batched(model, prompts[:rows], recorder=recording.recorder(model), **options)  # type: ignore[arg-type]
+    synchronize(model.device)
+    with Utilisation() as utilisation:
+        started = time.perf_counter()
+        replies, _ = generate_batched(model, prompts, recorder=recording.recorder(model), **options)  # type: ignore[arg-type]
+        synchronize(model.device)
+        seconds = time.perf_counter() - started
+    generated = sum(len(r.tokens) for r in replies if r is not None)
+    return generated / seconds, len(prompts) / seconds, utilisation.mean
+
+
+def serving_tokens_per_s(model: PreTrainedModel, prompts: list[list[int]], tokens: int) -> float:
+    with ServingEngine(model, max_batch_size=8, eos_token_ids=[], pack_weights=False) as engine:
+        engine.submit(GenerationRequest(prompts[0], 4)).wait(600)  # warm-up
+        started = time.perf_counter()
+        handles = [engine.submit(GenerationRequest(p, tokens)) for p in prompts[:16]]
+        generated = sum(len(h.wait(600)) for h in handles)
+    return generated / (time.perf_counter() - started)
+
+
+def main() -> None:
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=getattr(torch, args.dtype))
+    model = model.to(args.device).eval()
+    prompts = prompts_of(tokenizer, max(args.prompts or 2 * max(args.rows), 16))
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    threads = torch.get_num_threads()
+    print(f"{args.model.name}, {args.dtype}, {name}, torch {torch.__version__}, {threads} threads\n")
+    print("| what | figure |\n|---|---|")
+    sync = sync_cost_us(device)
+    if sync is not None:
+        print(f"| one host sync (.item()) | {sync:.1f} µs |")
+    plain = decoder_ms_per_token(model, prompts[0], 64)
+    print(f"| batch-1 plain decode, SpeculativeDecoder | {plain:.2f} ms/token |")
+    print(f"| batch-1 decode, engine step | {engine_ms_per_token(model, prompts[0], 64):.2f} ms/token |")
+    for rows in args.rows:
+        tokens_per_s, replies_per_s, busy = distillation(model, prompts, rows, args.max_new_tokens)
+        use = "n/a" if busy is None else f"{busy:.0f} %"
+        print(
+            f"| distillation with features, {rows} rows, {len(prompts)} prompts × ≤{args.max_new_tokens} "
+            f"| {tokens_per_s:,.0f} reply tokens/s, {replies_per_s:.1f} replies/s, GPU busy {use} |"
+        )
+    serving = serving_tokens_per_s(model, prompts, 64)
+    print(f"| serving engine, plain, 8 concurrent | {serving:,.1f} output tokens/s |")
+
+
+if __name__ == "__main__":
+    main()

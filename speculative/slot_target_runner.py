@@ -1,0 +1,119 @@
+"""``TargetRunner``'s interface on the engine's slot pool: batch-1 decoding for GPUs.
+
+On a GPU a batch-1 step of a small model is nothing but kernel launches and syncs. Here the
+sequence's keys live in a one-slot preallocated pool (rolling back rejected drafts is only a
+shorter length), and a one-token step replays a CUDA graph (``engine.cuda_graphs``). Greedy
+verification stays lossless as vLLM's is: a draft is accepted only while it equals the
+argmax of this very verify pass; against plain decoding the output can differ where a
+different batch shape flips a near-tie in the last bits, which ``trainer eval`` reports as its
+token agreement. Draft trees keep the exact runner (they fall back to a chain here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+from transformers import PreTrainedModel
+
+from engine.runner import SlotRunner, key_length_for
+from speculative.target import TargetOutput
+from trainer.eagle.generation_features import GenerationRecorder
+
+# A sequence's room in the pool: the model's context, up to this (pool memory grows with it).
+MAX_POSITIONS = 8192
+
+
+def slot_runner_wanted(model: PreTrainedModel, wanted: bool | None) -> bool:
+    """``wanted`` if given, else: on CUDA, for targets without linear-attention layers."""
+    if wanted is not None:
+        return wanted
+    layer_types = getattr(model.config.get_text_config(), "layer_types", None) or []
+    return model.device.type == "cuda" and "linear_attention" not in layer_types
+
+
+class SlotTargetRunner:
+    """One sequence at a time on a one-slot pool; plain and speculative decoding each keep
+    their own runner (the speculative one records the head's features inside its graphs)."""
+
+    def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int] | None = None) -> None:
+        self.model = model
+        self.aux_layer_ids = list(aux_layer_ids) if aux_layer_ids is not None else None
+        text = model.config.get_text_config()
+        self._capacity = min(int(getattr(text, "max_position_embeddings", MAX_POSITIONS)), MAX_POSITIONS) + 1
+        self._runners: dict[bool, SlotRunner] = {}
+        self._runner: SlotRunner | None = None
+        self._length = 0
+
+    def _runner_for(self, capture: bool) -> SlotRunner:
+        runner = self._runners.get(capture)
+        if runner is None:
+            recorder = None
+            if capture:
+                assert self.aux_layer_ids is not None
+                dtype = self.model.dtype
+                recorder = GenerationRecorder(
+                    self.model, self.aux_layer_ids, aux_dtype=dtype, final_dtype=dtype
+                )
+                recorder.__enter__()  # open for the runner's lifetime: its graphs hold the features
+            runner = SlotRunner(self.model, slots=1, capacity=self._capacity, recorder=recorder, graph_rows=1)
+            self._runners[capture] = runner
+        return runner
+
+    @contextmanager
+    def session(self, *, capture: bool) -> Iterator[SlotTargetRunner]:
+        if capture and self.aux_layer_ids is None:
+            raise ValueError("feature capture needs the aux layer ids of a draft head")
+        self._runner, self._length = self._runner_for(capture), 0
+        try:
+            yield self
+        finally:
+            self._runner = None
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        logits_to_keep: int,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> TargetOutput:
+        """Run ``input_ids`` [1, T] after the held positions; logits of the last ``logits_to_keep``."""
+        if attention_mask is not None or position_ids is not None:
+            raise ValueError("the slot-pool runner runs causal chains only (draft trees use TargetRunner)")
+        runner = self._runner
+        if runner is None:
+            raise RuntimeError("SlotTargetRunner used outside session()")
+        count = int(input_ids.shape[1])
+        if self._length + count >= self._capacity:
+            raise ValueError(
+                f"a sequence of {self._length + count} positions does not fit {self._capacity - 1}"
+            )
+        positions = torch.arange(self._length, self._length + count, device=input_ids.device).unsqueeze(0)
+        keys = key_length_for(self._length + count, self._capacity)
+        if count == 1:
+            output = runner.decode(input_ids, positions, positions, key_length=keys)
+        else:
+            output = runner.forward(input_ids, positions, positions, slots=None, key_length=keys)
+        self._length += count
+        logits = runner.logits(output.hidden[0, -logits_to_keep:])
+        return TargetOutput(logits=logits, aux_hidden_states=None if output.aux is None else output.aux[0])
+
+    def enable_rollback(self) -> None:
+        """Nothing to do: every position stays in the pool until overwritten."""
+
+    def rollback(self, num_tokens: int) -> None:
+        if not 0 <= num_tokens <= self._length:
+            raise ValueError(f"cannot roll back {num_tokens} of {self._length} positions")
+        self._length -= num_tokens
+
+    def tree_unsupported_reason(self) -> str | None:
+        return "draft trees run on the exact runner; the GPU slot-pool runner verifies chains"
+
+    def keep(self, length: int, extra_positions: Sequence[int]) -> None:
+        raise NotImplementedError(self.tree_unsupported_reason())
