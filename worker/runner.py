@@ -10,6 +10,7 @@ import shutil
 import socket
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 
 from core.job_errors import JobFailedError, JobInterruptedError, StopRequestedError
@@ -18,6 +19,7 @@ from db.models.optimization_job_status import OptimizationJobStatus
 from db.settings import Settings, get_settings
 from db.types import utc_now
 from worker.context import JobContext, job_work_dir
+from worker.job_logs import JobLogStream
 from worker.job_store import JobStore
 from worker.lease import JobLease
 from worker.monitor import JobMonitor
@@ -56,24 +58,28 @@ def run_optimization_job(
         poll_interval_seconds=poll_interval_seconds,
         interrupt_grace_seconds=interrupt_grace_seconds,
     )
+    job_log = JobLogStream(store.unit_of_work, job, retention_in_days=settings.log_retention_days)
     ctx = JobContext(
         job=job,
         settings=settings,
         monitor=monitor,
-        record_progress=partial(store.record_progress, job_id),
+        record_progress=job_log.recording(partial(store.record_progress, job_id)),
         store=store,
     )
-    try:
-        outcome = _run(ctx, monitor, default_stages() if stages is None else stages)
-    finally:
-        # Everything a resumed run needs is on S3; the local scratch space can go.
-        shutil.rmtree(job_work_dir(settings, job_id), ignore_errors=True)
-    if lease.superseded:
-        logger.warning(
-            "optimization job %s was taken over by another delivery; leaving it to that one", job_id
-        )
-        return None
-    return store.finish(job_id, outcome)
+    with job_log:
+        try:
+            outcome = _run(ctx, monitor, default_stages() if stages is None else stages)
+        finally:
+            # Everything a resumed run needs is on S3; the local scratch space can go.
+            shutil.rmtree(job_work_dir(settings, job_id), ignore_errors=True)
+        if lease.superseded:
+            logger.warning(
+                "optimization job %s was taken over by another delivery; leaving it to that one", job_id
+            )
+            return None
+        final = store.finish(job_id, outcome)
+        job_log.write_outcome(outcome if final is None else replace(outcome, status=final))
+    return final
 
 
 def _claim(store: JobStore, job_id: int, settings: Settings, task_id: str | None) -> JobSpec | None:
