@@ -11,51 +11,41 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from types import TracebackType
 
-from sqlalchemy.orm import Session
-
 from core.job_spec import JobSpec
-from core.services.log_writer import OPTIMIZATION_JOBS_GROUP, now_ms, write_log_events
-from db.queries.log_event import NewLogEvent
+from core.services.log_writer import OPTIMIZATION_JOBS_GROUP, now_ms
 from worker.context import ProgressRecorder
+from worker.log_buffer import LogBuffer, LogTarget, SessionScope
 from worker.outcome import Outcome
 
-logger = logging.getLogger(__name__)
-
-SessionScope = Callable[[], AbstractContextManager[Session]]
 # Progress with an unchanged stage and message is written at most this often.
 _PROGRESS_REPEAT_MS = 10_000
-# A buffer that cannot be written (database down) keeps at most this many lines.
-_MAX_BUFFERED = 10_000
 
 
 class JobLogStream:
     def __init__(
-        self,
-        session_scope: SessionScope,
-        job: JobSpec,
-        *,
-        retention_in_days: int,
-        flush_seconds: float = 1.0,
+        self, session_scope: SessionScope, job: JobSpec, *, retention_in_days: int, flush_seconds: float = 1.0
     ) -> None:
-        self._session_scope = session_scope
         self._job = job
-        self._retention_in_days = retention_in_days
+        self._buffer = LogBuffer(
+            session_scope,
+            LogTarget(
+                account_id=job.account_id,
+                region=job.region,
+                group_name=OPTIMIZATION_JOBS_GROUP,
+                stream_name=job.name,
+                retention_in_days=retention_in_days,
+            ),
+        )
         self._flush_seconds = flush_seconds
-        self._pending: list[NewLogEvent] = []
-        self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._flusher: threading.Thread | None = None
         self._handler = _StreamHandler(self)
         self._last_progress: tuple[str, str, int] | None = None
 
     def write(self, message: str, timestamp_ms: int | None = None) -> None:
-        with self._lock:
-            if len(self._pending) < _MAX_BUFFERED:
-                self._pending.append(NewLogEvent(timestamp_ms or now_ms(), message))
+        self._buffer.write(message, timestamp_ms)
 
     def recording(self, record_progress: ProgressRecorder) -> ProgressRecorder:
         """``record_progress`` that also writes the report to the stream (a new stage at once)."""
@@ -75,30 +65,9 @@ class JobLogStream:
         reason = f": {outcome.failure_reason}" if outcome.failure_reason else ""
         self.write(f"Optimization job {self._job.name} ended {outcome.status}{reason}")
 
-    def flush(self) -> None:
-        with self._lock:
-            batch, self._pending = self._pending, []
-        if not batch:
-            return
-        try:
-            with self._session_scope() as session:
-                write_log_events(
-                    session,
-                    account_id=self._job.account_id,
-                    region=self._job.region,
-                    group_name=OPTIMIZATION_JOBS_GROUP,
-                    stream_name=self._job.name,
-                    events=batch,
-                    retention_in_days=self._retention_in_days,
-                )
-        except Exception:
-            logger.warning("could not store %d log lines of job %s; retrying", len(batch), self._job.name)
-            with self._lock:
-                self._pending[:0] = batch[: _MAX_BUFFERED - len(self._pending)]
-
     def _flush_until_stopped(self) -> None:
         while not self._stopped.wait(self._flush_seconds):
-            self.flush()
+            self._buffer.flush()
 
     @property
     def flusher_ident(self) -> int | None:
@@ -118,7 +87,7 @@ class JobLogStream:
         self._stopped.set()
         if self._flusher is not None:
             self._flusher.join(timeout=10)
-        self.flush()
+        self._buffer.flush()
 
 
 class _StreamHandler(logging.Handler):

@@ -215,8 +215,13 @@ def get_log_events(
 def filter_log_events(
     session: Session, principal: Principal, request: FilterLogEventsRequest
 ) -> FilterLogEventsResponse:
-    """Matching events of the group in time order. A call reads at most _MAX_SCANNED_EVENTS
-    events, so a sparse match may come back with few (or no) events and a nextToken."""
+    """Matching events of the group in time order, at most _MAX_SCANNED_EVENTS read per call.
+
+    A page that returned events carries a nextToken even when it reached the end: a reader
+    that keeps the last token (ModelBuilder.deploy's live logging) resumes after what it saw,
+    and botocore's paginator stops on the empty page that follows. A sparse match may come
+    back with few (or no) events and a nextToken.
+    """
     group = resolve_group(session, principal, request)
     pattern = parse_filter_pattern(request.filter_pattern)
     names = streams_by_id(session, group_id=group.id)
@@ -244,10 +249,11 @@ def filter_log_events(
                 full = len(found) == request.limit
                 if full:
                     break
+        if len(batch) < batch_size and not full and not found:
+            return FilterLogEventsResponse(events=[])  # read to the end, nothing to resume after
         if len(batch) < batch_size and not full:
-            return FilterLogEventsResponse(events=found)  # read to the end
-    more = position is not None and bool(scan(after=position, limit=1))
-    token = encode_page_token("events", list(position)) if more and position is not None else None
+            break
+    token = None if position is None else encode_page_token("events", list(position))
     return FilterLogEventsResponse(events=found, next_token=token)
 
 

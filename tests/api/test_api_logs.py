@@ -170,7 +170,8 @@ def test_filter_log_events_by_time_pattern_and_stream(
     pages = list(
         logs.get_paginator("filter_log_events").paginate(logGroupName=OPTIMIZATION_JOBS_GROUP, limit=10)
     )
-    assert [len(page["events"]) for page in pages] == [10, 10, 5]
+    # A page with events carries a token (a follower resumes from it); the empty one ends.
+    assert [len(page["events"]) for page in pages] == [10, 10, 5, 0]
     assert "nextToken" not in pages[-1]
     prefixed = logs.filter_log_events(logGroupName=ENDPOINT_GROUP, logStreamNamePrefix="AllTraffic/i-2")
     assert [(event["logStreamName"], event["message"]) for event in prefixed["events"]] == [
@@ -254,3 +255,25 @@ def test_the_cli_reads_the_logs(
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.split("\t")[0] == "stage 3: ERROR boom"
+
+
+def test_a_follower_resumes_after_what_it_saw(
+    live_server: LiveServer,
+    seeded: tuple[AccountCredentials, int],
+    committed_session_factory: sessionmaker[Session],
+) -> None:
+    """How `aws logs tail --follow` (CLI v2: startTime, then dedupe by eventId) and
+    ModelBuilder.deploy(wait=True) (keeps the last nextToken) read a growing group."""
+    owner, t0 = seeded
+    group = "/aws/sagemaker/Endpoints/follow"
+    logs = logs_client(live_server, owner)
+    write(committed_session_factory, owner, group, "AllTraffic/i-1", ["one", "two"], start=t0)
+    first = logs.filter_log_events(logGroupName=group, startTime=t0)
+    assert [event["message"] for event in first["events"]] == ["one", "two"]
+    seen = {event["eventId"] for event in first["events"]}
+
+    write(committed_session_factory, owner, group, "AllTraffic/i-1", ["three"], start=t0 + 1)
+    resumed = logs.filter_log_events(logGroupName=group, nextToken=first["nextToken"])
+    assert [event["message"] for event in resumed["events"]] == ["three"]
+    since = logs.filter_log_events(logGroupName=group, startTime=first["events"][-1]["timestamp"])
+    assert [event["message"] for event in since["events"] if event["eventId"] not in seen] == ["three"]

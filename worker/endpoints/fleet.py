@@ -13,6 +13,7 @@ from pathlib import Path
 
 from db.queries.endpoint_instance import FAILED, IN_SERVICE, PENDING, report_endpoint_instance
 from db.session import session_scope
+from worker.endpoints.instance_logs import instance_log_buffers
 from worker.endpoints.model_files import EndpointFailedError, ServedModel
 from worker.endpoints.serving_process import ServingProcess
 
@@ -47,6 +48,9 @@ class Fleet:
         self.model = model
         self.threads = threads
         self.log_dir = log_dir
+        # /aws/sagemaker/Endpoints/<name>, a stream per instance; one buffer per instance
+        # survives its restarts, so a crash and its restart read on in one stream.
+        self.logs = instance_log_buffers(endpoint_id, generation, variant_name, count)
         self.processes: list[ServingProcess] = [self._new_process(ordinal) for ordinal in range(count)]
         self._served: list[bool] = [False] * count
         self._attempts: list[int] = [0] * count
@@ -61,7 +65,12 @@ class Fleet:
             host=self.host,
             advertised=self.advertised,
             device=self.device,
+            on_line=self.logs[ordinal].write,
         )
+
+    def flush_logs(self) -> None:
+        for buffer in self.logs:
+            buffer.flush()
 
     def start(self) -> None:
         for ordinal, process in enumerate(self.processes):
@@ -73,6 +82,7 @@ class Fleet:
         self, ordinal: int, status: str, url: str | None, message: str, *, restarted: bool = False
     ) -> None:
         self._reported[ordinal] = status
+        self.logs[ordinal].write(f"[{status}] {message}")
         with session_scope() as session:
             report_endpoint_instance(
                 session,
@@ -89,6 +99,7 @@ class Fleet:
     def poll(self) -> None:
         """Report instances that came up; restart those that exited (EndpointFailedError when one
         never served and crashed MAX_START_ATTEMPTS times)."""
+        self.flush_logs()
         for ordinal, process in enumerate(self.processes):
             if process.exit_code() is not None:
                 self._restart(ordinal, process)
@@ -122,3 +133,4 @@ class Fleet:
             process.terminate()
         for process in self.processes:
             process.wait_stopped()
+        self.flush_logs()

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from worker.endpoints.model_files import ServedModel
@@ -41,8 +42,11 @@ class ServingProcess:
         host: str = "127.0.0.1",
         advertised: str | None = None,
         device: str = "cpu",
+        on_line: Callable[[str], None] | None = None,
     ) -> None:
         self.model = model
+        # Each line it prints, as it prints it (the instance's CloudWatch stream).
+        self.on_line = on_line
         self.device = device
         self.threads = threads
         self.host = host
@@ -85,6 +89,8 @@ class ServingProcess:
                 log.write(line)
                 log.flush()
                 self._tail.append(line.rstrip())
+                if self.on_line is not None and line.strip():
+                    self.on_line(line.rstrip())
                 if line.startswith(READY_PREFIX):
                     url = line[len(READY_PREFIX) :].strip()
                     if self.advertised:  # http://0.0.0.0:PORT -> http://<advertised>:PORT
