@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -257,23 +259,74 @@ def test_the_cli_reads_the_logs(
     assert completed.stdout.split("\t")[0] == "stage 3: ERROR boom"
 
 
-def test_a_follower_resumes_after_what_it_saw(
+class StopFollowingError(Exception):
+    """Ctrl-C, for the follow loop below."""
+
+
+def tail_follow(logs: Any, group: str, start: int, sleep: Callable[[], None]) -> Iterator[dict[str, Any]]:
+    """`aws logs tail GROUP --follow --since ...`: AWS CLI v2's follow loop, restated. It pages
+    with nextToken; past the last page it sleeps, then asks again from the newest timestamp it
+    saw and skips the events (by eventId) it already printed."""
+    kwargs: dict[str, Any] = {"logGroupName": group, "interleaved": True, "startTime": start}
+    seen: dict[int, set[str]] = defaultdict(set)
+    while True:
+        response = logs.filter_log_events(**kwargs)
+        for event in response["events"]:
+            if event["eventId"] not in seen[event["timestamp"]]:
+                seen[event["timestamp"]].add(event["eventId"])
+                yield event
+        if seen:
+            newest = max(seen)
+            seen = defaultdict(set, {newest: seen[newest]})
+        if "nextToken" in response:
+            kwargs["nextToken"] = response["nextToken"]
+        else:
+            if seen:
+                kwargs["startTime"] = max(seen)
+            kwargs.pop("nextToken", None)
+            sleep()
+
+
+def test_tail_follow_shows_new_lines_once(
     live_server: LiveServer,
     seeded: tuple[AccountCredentials, int],
     committed_session_factory: sessionmaker[Session],
 ) -> None:
-    """How `aws logs tail --follow` (CLI v2: startTime, then dedupe by eventId) and
-    ModelBuilder.deploy(wait=True) (keeps the last nextToken) read a growing group."""
+    owner, t0 = seeded
+    group = "/aws/sagemaker/OptimizationJobs-follow"
+    write(committed_session_factory, owner, group, "job2", ["[validate] ok", "[data] 3 records"], start=t0)
+    arriving = [["[train] step 1 loss 2.0", "[train] step 2 loss 1.5"], ["ended COMPLETED"]]
+
+    def sleep() -> None:  # while the CLI sleeps, the job goes on
+        if not arriving:
+            raise StopFollowingError
+        write(committed_session_factory, owner, group, "job2", arriving.pop(0), start=now_ms())
+
+    shown: list[str] = []
+    events = tail_follow(logs_client(live_server, owner), group, t0, sleep)
+    with pytest.raises(StopFollowingError):
+        shown.extend(event["message"] for event in events)
+    assert shown == [
+        "[validate] ok",
+        "[data] 3 records",
+        "[train] step 1 loss 2.0",
+        "[train] step 2 loss 1.5",
+        "ended COMPLETED",
+    ]
+
+
+def test_a_reader_keeping_the_last_token_resumes_after_it(
+    live_server: LiveServer,
+    seeded: tuple[AccountCredentials, int],
+    committed_session_factory: sessionmaker[Session],
+) -> None:
+    """ModelBuilder.deploy(wait=True)'s live logging keeps the last page's nextToken."""
     owner, t0 = seeded
     group = "/aws/sagemaker/Endpoints/follow"
     logs = logs_client(live_server, owner)
     write(committed_session_factory, owner, group, "AllTraffic/i-1", ["one", "two"], start=t0)
-    first = logs.filter_log_events(logGroupName=group, startTime=t0)
+    first = logs.filter_log_events(logGroupName=group, logStreamNamePrefix="AllTraffic/")
     assert [event["message"] for event in first["events"]] == ["one", "two"]
-    seen = {event["eventId"] for event in first["events"]}
-
     write(committed_session_factory, owner, group, "AllTraffic/i-1", ["three"], start=t0 + 1)
     resumed = logs.filter_log_events(logGroupName=group, nextToken=first["nextToken"])
     assert [event["message"] for event in resumed["events"]] == ["three"]
-    since = logs.filter_log_events(logGroupName=group, startTime=first["events"][-1]["timestamp"])
-    assert [event["message"] for event in since["events"] if event["eventId"] not in seen] == ["three"]
