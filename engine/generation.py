@@ -25,7 +25,7 @@ from transformers import PreTrainedModel
 
 from engine.recorded_features import FeatureBuffers
 from engine.replies import FeatureRecorder, Reply
-from engine.runner import SlotRunner, StepOutput, batch_rows_for, key_length_for, pad_rows
+from engine.runner import SlotRunner, StepOutput, batch_rows_for, key_length_for, pad_rows, padding_groups
 from engine.sampling import Sampling, next_tokens
 
 
@@ -73,15 +73,31 @@ def _run_prefix(state: _Slots, ids: list[int]) -> None:
 
 
 def _admit(state: _Slots, sampling: Sampling, joiners: list[tuple[int, int, list[int]]]) -> None:
-    """Prefill each joiner ``(slot, prompt index, prompt)`` and choose its first token."""
-    pool, device = state.runner.pool, state.runner.pool.device
-    n = len(state.prefix)
+    """Prefill each joiner ``(slot, prompt index, prompt)`` and choose its first token.
+
+    Joiners of similar length share a forward; a long prompt is not padded onto short ones
+    (at the start every slot joins at once, and padding would double the prefill)."""
+    device, n = state.runner.pool.device, len(state.prefix)
     starts = [n if n and len(p) > n and p[:n] == state.prefix else 0 for _, _, p in joiners]
-    slots = torch.tensor([slot for slot, _, _ in joiners], device=device)
     with_prefix = [slot for (slot, _, _), start in zip(joiners, starts, strict=True) if start]
     if with_prefix:
-        pool.copy_positions(state.rows, torch.tensor(with_prefix, device=device), n)
+        state.runner.pool.copy_positions(state.rows, torch.tensor(with_prefix, device=device), n)
         state.features.copy_positions(state.rows, with_prefix, n)
+    feeds = [len(prompt) - start for (_, _, prompt), start in zip(joiners, starts, strict=True)]
+    for group in padding_groups(feeds, max_tokens=PREFILL_TOKENS[device.type == "cuda"]):
+        _prefill(state, sampling, [joiners[i] for i in group], [starts[i] for i in group])
+
+
+# Most tokens (padding included) one prefill forward runs, on CPU and on CUDA: bounds the
+# activations' memory; a CPU gains nothing from more rows at this size.
+PREFILL_TOKENS = (2048, 32768)
+
+
+def _prefill(
+    state: _Slots, sampling: Sampling, joiners: list[tuple[int, int, list[int]]], starts: list[int]
+) -> None:
+    pool, device = state.runner.pool, state.runner.pool.device
+    slots = torch.tensor([slot for slot, _, _ in joiners], device=device)
     feeds = [prompt[start:] for (_, _, prompt), start in zip(joiners, starts, strict=True)]
     width = max(len(feed) for feed in feeds)
     host_positions = np.array(starts, dtype=np.int64)[:, None] + np.arange(width)[None, :]
@@ -110,6 +126,40 @@ def _admit(state: _Slots, sampling: Sampling, joiners: list[tuple[int, int, list
         state.prompt_of[slot] = (index, len(prompt))
         state.host_busy[slot] = True
         state.host_lengths[slot] = length
+
+
+def _compact(state: _Slots) -> None:
+    """Move the highest busy rows into the lowest free slots (once no prompt is waiting), so
+    the rows still running are the first ones and a decode step runs no finished row. A move
+    copies one slot's keys, values and features, once; a step over dead rows costs every step."""
+    busy = np.flatnonzero(state.host_busy[: state.rows])
+    free = np.flatnonzero(~state.host_busy[: busy.size])
+    moves = list(zip(busy[::-1][: free.size].tolist(), free.tolist(), strict=True))
+    if not moves:
+        return
+    device = state.runner.pool.device
+    sources = torch.tensor([h for h, _ in moves], device=device)
+    targets = torch.tensor([low for _, low in moves], device=device)
+    length = int(state.host_lengths[[high for high, _ in moves]].max())
+    state.runner.pool.move(sources, targets, length)
+    state.features.move(sources, targets, length)
+    for tensor in (
+        state.lengths,
+        state.feed,
+        state.count,
+        state.alive,
+        state.ended,
+        state.tokens,
+        state.argmax,
+    ):
+        tensor[targets] = tensor[sources]
+    for high, low in moves:
+        state.prompt_of[low], state.prompt_of[high] = state.prompt_of[high], None
+        state.host_lengths[low] = state.host_lengths[high]
+        state.host_busy[low], state.host_busy[high] = True, False
+    state.alive[sources] = False
+    state.ended[sources] = False
+    state.free = sorted(set(state.free) - {low for _, low in moves} | {high for high, _ in moves})
 
 
 def _decode(state: _Slots, sampling: Sampling) -> None:
@@ -197,6 +247,14 @@ def _deliver(
         on_reply(index, reply)
 
 
+def _check_arguments(prompts: Sequence[list[int]], batch_size: int, max_new_tokens: int) -> None:
+    if batch_size < 1 or max_new_tokens < 1:
+        raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
+    for index, prompt in enumerate(prompts):
+        if not prompt:
+            raise ValueError(f"prompt {index} is empty")
+
+
 @torch.inference_mode()
 def generate_batched(
     model: PreTrainedModel,
@@ -219,11 +277,7 @@ def generate_batched(
     ``recorder`` (opened and closed here) each reply carries the features of prompt + reply.
     ``shared_prefix`` is run once; a prompt that starts with it copies its keys and features.
     """
-    if batch_size < 1 or max_new_tokens < 1:
-        raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
-    for index, prompt in enumerate(prompts):
-        if not prompt:
-            raise ValueError(f"prompt {index} is empty")
+    _check_arguments(prompts, batch_size, max_new_tokens)
     replies: list[Reply | None] = [None] * len(prompts)
     if not prompts:
         return replies, False
@@ -245,6 +299,8 @@ def generate_batched(
             joiners = _next_joiners(state, waiting)
             if joiners:
                 _admit(state, sampling, joiners)
+            elif state.free:
+                _compact(state)
             if not state.host_busy.any():
                 break
             _decode(state, sampling)

@@ -53,5 +53,13 @@ class SlotKVPool:
             keys[target_slots, :, :length] = keys[source_slot, :, :length]
             values[target_slots, :, :length] = values[source_slot, :, :length]
 
+    def move(self, sources: torch.Tensor, targets: torch.Tensor, length: int) -> None:
+        """Copy positions ``0..length-1`` of each slot in ``sources`` to the matching ``targets``."""
+        for keys, values in zip(self._keys, self._values, strict=True):
+            if keys is None or values is None:
+                continue
+            keys[targets, :, :length] = keys[sources, :, :length]
+            values[targets, :, :length] = values[sources, :, :length]
+
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in [*self._keys, *self._values] if t is not None)

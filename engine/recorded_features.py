@@ -36,6 +36,12 @@ class FeatureBuffers:
         self.aux[targets, :length] = self.aux[source_slot, :length]
         self.final[targets, :length] = self.final[source_slot, :length]
 
+    def move(self, sources: torch.Tensor, targets: torch.Tensor, length: int) -> None:
+        if self.aux is None or self.final is None:
+            return
+        self.aux[targets, :length] = self.aux[sources, :length]
+        self.final[targets, :length] = self.final[sources, :length]
+
     def sample(
         self, slot: int, prompt_length: int, generated: int, argmax: torch.Tensor
     ) -> SampleFeatures | None:

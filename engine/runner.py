@@ -140,11 +140,29 @@ def key_length_for(longest: int, capacity: int, multiple: int = 32) -> int:
     return min(capacity, -(-longest // multiple) * multiple)
 
 
-def batch_rows_for(highest_slot: int, slots: int, multiple: int = 8) -> int:
-    """Rows a decode step runs: up to the highest busy slot, rounded up to a few sizes."""
+def batch_rows_for(highest_slot: int, slots: int, multiple: int = 1) -> int:
+    """Rows a decode step runs: up to the highest busy slot (CUDA graphs round up themselves)."""
     return min(slots, -(-(highest_slot + 1) // multiple) * multiple)
 
 
 def pad_rows(rows: Sequence[Sequence[int]], pad: int) -> list[list[int]]:
     width = max(len(row) for row in rows)
     return [list(row) + [pad] * (width - len(row)) for row in rows]
+
+
+def padding_groups(lengths: Sequence[int], *, max_tokens: int, waste: float = 1.25) -> list[list[int]]:
+    """Indices of ``lengths`` in groups to run as one right-padded batch each: sorted by length,
+    a group grows while its padded size stays within ``waste`` times its tokens (plus a row's
+    worth of slack) and within ``max_tokens``."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups: list[list[int]] = []
+    for index in order:
+        group = groups[-1] if groups else None
+        if group is not None:
+            rows, longest = len(group) + 1, lengths[index]
+            tokens = sum(lengths[i] for i in group) + longest
+            if rows * longest <= waste * tokens + 32 and rows * longest <= max_tokens:
+                group.append(index)
+                continue
+        groups.append([index])
+    return groups

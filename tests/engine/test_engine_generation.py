@@ -206,3 +206,19 @@ def test_recurrent_targets_are_not_batched_and_bad_arguments_are_refused(target:
         generate_batched(target, [[1], []], stop_ids=[2], max_new_tokens=2, batch_size=1, sampling=GREEDY)
     with pytest.raises(ValueError, match="batch_size and max_new_tokens must be >= 1"):
         generate_batched(target, [[1]], stop_ids=[2], max_new_tokens=0, batch_size=1, sampling=GREEDY)
+
+
+def test_rows_still_running_move_to_the_front_once_no_prompt_waits(
+    target: PreTrainedModel, attention_calls: list[int]
+) -> None:
+    prompts = PROMPTS[:3]
+    alone = [greedy_alone(target, prompt, 6) for prompt in prompts]
+    stop = alone[0][0]
+    assert all(stop not in tokens for tokens in alone[1:]), "precondition: only the first row stops early"
+    attention_calls.clear()
+    replies, _ = generate_batched(
+        target, prompts, stop_ids=[stop], max_new_tokens=6, batch_size=3, sampling=GREEDY
+    )
+    # Slot 0 ends in the prefill; slot 2 moves into it, so later decode steps run 2 rows, not 3.
+    assert tokens_of(replies) == [([], stop), (alone[1], None), (alone[2], None)]
+    assert attention_calls[-1] == 2
