@@ -9,7 +9,7 @@ MODEL_DIR := .cache/models/smollm2-135m-instruct
 .PHONY: lock venv test test-fast lint typecheck pytest services model base-head demo clean openapi sagemaker-shapes vllm-env
 
 # Every package of ours, for the linters and the type checker.
-PACKAGES := api cli client core db servebench serving speculative stack trainer worker
+PACKAGES := api cli client core db engine servebench serving speculative stack trainer worker
 
 venv: $(STAMP)
 
