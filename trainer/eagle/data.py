@@ -290,7 +290,7 @@ def with_self_instruct(  # noqa: PLR0917 - also the planner of a fanned-out dist
             temperature=config.self_instruct_temperature,
             top_p=config.self_instruct_top_p,
             max_prompt_tokens=config.self_instruct_max_prompt_tokens,
-            batch_size=config.regenerate_batch_size,
+            batch_size=config.generation_rows(generator.device),
             openings=task_openings() if config.self_instruct_openings == "tasks" else (),
             should_stop=should_stop,
             progress=lambda kept: report("writing_prompts", kept, config.self_instruct_conversations),
