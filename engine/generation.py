@@ -247,7 +247,7 @@ def _deliver(
         on_reply(index, reply)
 
 
-def _check_arguments(prompts: Sequence[list[int]], batch_size: int, max_new_tokens: int) -> None:
+def check_arguments(prompts: Sequence[list[int]], batch_size: int, max_new_tokens: int) -> None:
     if batch_size < 1 or max_new_tokens < 1:
         raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
     for index, prompt in enumerate(prompts):
@@ -277,7 +277,7 @@ def generate_batched(
     ``recorder`` (opened and closed here) each reply carries the features of prompt + reply.
     ``shared_prefix`` is run once; a prompt that starts with it copies its keys and features.
     """
-    _check_arguments(prompts, batch_size, max_new_tokens)
+    check_arguments(prompts, batch_size, max_new_tokens)
     replies: list[Reply | None] = [None] * len(prompts)
     if not prompts:
         return replies, False

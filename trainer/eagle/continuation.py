@@ -254,35 +254,22 @@ def continue_conversations(
                 finished += 1
                 progress(finished)
 
-            # Its last token may merge differently with the user's text; the rest is shared.
-            shared = opening[:-1]
+            common: dict[str, Any] = {
+                "stop_ids": stop_ids,
+                "max_new_tokens": max_new_tokens,
+                "batch_size": batch_size,
+                "sampling": sampling,
+                "should_stop": should_stop,
+                "on_reply": count,
+                # Its last token may merge differently with the user's text; the rest is shared.
+                "shared_prefix": opening[:-1],
+            }
             prompts = [c.prompt_ids for c in contexts]
             if exact:
-                replies, stopped = generate_packed(
-                    model,
-                    prompts,
-                    stop_ids=stop_ids,
-                    max_new_tokens=max_new_tokens,
-                    batch_size=batch_size,
-                    sampling=sampling,
-                    recording=recording,
-                    should_stop=should_stop,
-                    on_reply=count,
-                    shared_prefix=shared,
-                )
+                replies, stopped = generate_packed(model, prompts, recording=recording, **common)
             else:
-                replies, stopped = generate_batched(
-                    model,
-                    prompts,
-                    stop_ids=stop_ids,
-                    max_new_tokens=max_new_tokens,
-                    batch_size=batch_size,
-                    sampling=sampling,
-                    recorder=None if recording is None else recording.recorder(model),
-                    should_stop=should_stop,
-                    on_reply=count,
-                    shared_prefix=shared,
-                )
+                recorder = None if recording is None else recording.recorder(model)
+                replies, stopped = generate_batched(model, prompts, recorder=recorder, **common)
         else:
             replies, stopped = _continue_in_batches(
                 model,

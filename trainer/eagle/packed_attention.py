@@ -37,6 +37,8 @@ from torch import nn
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from engine.slot_attention import visible_keys as slot_visible_keys
+
 PACKED_ATTENTION = "eaglenest_packed"
 
 
@@ -145,15 +147,10 @@ def visible_keys(
     past: int, new: int, device: torch.device, *, window: int | None = None, first: int = 0
 ) -> torch.Tensor:
     """Boolean [1, 1, new, past + new - first]: which keys (from position ``first`` on) each
-    of ``new`` queries after ``past`` cached positions sees. Causal; with ``window`` (a
-    sliding-window layer) query ``q`` sees keys ``k`` with ``q - window < k <= q``, as
-    transformers' sliding-window masks do."""
-    rows = torch.arange(new, device=device)[:, None] + past
-    columns = torch.arange(first, past + new, device=device)[None, :]
-    allowed = columns <= rows
-    if window is not None:
-        allowed &= columns > rows - window
-    return allowed.view(1, 1, new, past + new - first)
+    of ``new`` queries after ``past`` cached positions sees (causal, and within ``window`` in a
+    sliding-window layer: the slot pool's rule for one sequence)."""
+    positions = torch.arange(past, past + new, device=device).unsqueeze(0)
+    return slot_visible_keys(positions, past + new, window)[..., first:]
 
 
 def window_start(past: int, window: int | None) -> int:

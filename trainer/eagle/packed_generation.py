@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
+from engine.generation import check_arguments
 from engine.replies import Reply, SampleFeatures
 from engine.sampling import Sampling, next_tokens
 from engine.segments import Segment
@@ -76,17 +77,11 @@ def generate_packed(
     on_reply: Callable[[int, Reply], None] = lambda index, reply: None,
     shared_prefix: Sequence[int] = (),
 ) -> tuple[list[Reply | None], bool]:
-    """Each prompt's reply, in input order, and whether ``should_stop`` ended the run.
-
-    ``should_stop`` is checked before every step; when it turns true, rows in flight come back
-    cut (their tokens so far, stop token None) and prompts never started come back None.
-    ``on_reply(index, reply)`` is called as each row ends (rows end out of order).
-    ``shared_prefix`` (e.g. the chat template's opening with its default system prompt) is run
-    once: a prompt that starts with it copies its keys, values and features instead of
-    computing them again.
-    """
-    if batch_size < 1 or max_new_tokens < 1:
-        raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
+    """``engine.generation.generate_batched``'s contract (replies in input order, whether
+    ``should_stop`` ended the run, rows cut on a stop, ``on_reply`` as rows end, the shared
+    prefix run once), on the exact packed path: each reply is batch-1 greedy decoding's, bit
+    for bit, at the cost of attention sequence by sequence."""
+    check_arguments(prompts, batch_size, max_new_tokens)
     stops = frozenset(int(i) for i in stop_ids)
     replies: list[Reply | None] = [None] * len(prompts)
     previous_attention = model.config._attn_implementation
