@@ -76,6 +76,8 @@ class DecodeGraphs:
         graph.input_ids[:rows].copy_(input_ids)
         graph.positions[:rows].copy_(positions)
         graph.write_positions[:rows].copy_(write_positions)
+        # Padding rows must not write where an earlier, larger call's rows did.
+        graph.write_positions[rows:].fill_(self.runner.pool.scratch)
         graph.graph.replay()
         return graph.output.rows(rows)
 
