@@ -15,12 +15,12 @@
 #      the benchmark table, the deployment recommendation and the lineage, exactly as a user
 #      would; then the registered output model.
 #
-# Knobs (environment): DEMO_TRAIN_MINUTES (default 2: the job's fine-tuning of the shipped head),
+# Knobs (environment): DEMO_TRAIN_MINUTES (default 1.5: the job's fine-tuning of the shipped head),
 # DEMO_BASE_MINUTES (default 4: only used when the shipped head is refused and the job must build
 # its own), DEMO_MAX_RUNTIME (seconds, default 1800), DEMO_THREADS (default 1), DEMO_STATE_DIR
 # (default state/demo, wiped at start), DEMO_KEEP_RUNNING=1 to leave the stack up afterwards. The
 # benchmark: DEMO_BENCHMARK_PROMPTS (distinct prompts, default 12), DEMO_BENCHMARK_REQUESTS (per
-# concurrency level, default 8), DEMO_BENCHMARK_TOKENS (per request, default 64), DEMO_CONCURRENCY
+# concurrency level, default 4), DEMO_BENCHMARK_TOKENS (per request, default 64), DEMO_CONCURRENCY
 # (default 1,4: two of the job's default four levels 1,2,4,8, so the demo fits in 10 minutes on
 # 2 CPU cores) and DEMO_K_SWEEP (fixed K measured beside adaptive K, default none; e.g. 1,2,3,4,5).
 # DEMO_VARIANT (EAGLE_VARIANT of the job: eagle3, the default, eagle2 or peagle; the shipped head
@@ -33,7 +33,7 @@ PY="$ROOT/.venv/bin/python"
 AWS="$ROOT/.venv/bin/aws"
 MODEL_DIR="$ROOT/.cache/models/smollm2-135m-instruct"
 STATE_DIR="${DEMO_STATE_DIR:-$ROOT/state/demo}"
-TRAIN_MINUTES="${DEMO_TRAIN_MINUTES:-2}"
+TRAIN_MINUTES="${DEMO_TRAIN_MINUTES:-1.5}"
 BASE_MINUTES="${DEMO_BASE_MINUTES:-4}"
 MAX_RUNTIME="${DEMO_MAX_RUNTIME:-1800}"
 VARIANT="${DEMO_VARIANT:-eagle3}"
@@ -51,7 +51,7 @@ mkdir -p "$STATE_DIR"
 read -r API_PORT S3_PORT < <("$PY" -c 'from stack.ports import free_ports; print(*free_ports(2))')
 CONCURRENCY="${DEMO_CONCURRENCY:-1,4}"
 K_SWEEP="${DEMO_K_SWEEP-}"
-# The worker inherits these: a short benchmark (held-out prompts, 8 requests of 64 new tokens
+# The worker inherits these: a short benchmark (held-out prompts, 4 requests of 64 new tokens
 # at each concurrency level of CONCURRENCY, for No EAGLE, Base EAGLE, the trained head with
 # adaptive K and at each K of the sweep), and
 # DEMO_THREADS torch threads (default 1: on a machine whose other core is busy, a second
@@ -59,7 +59,7 @@ K_SWEEP="${DEMO_K_SWEEP-}"
 THREADS="${DEMO_THREADS:-1}"
 export EAGLENEST_TRAIN_OVERRIDES="{\"num_threads\": $THREADS, \"batch_tokens\": 2048}"
 export EAGLENEST_BENCHMARK_OVERRIDES="{\"max_prompts\": ${DEMO_BENCHMARK_PROMPTS:-12}, \
-\"requests_per_level\": ${DEMO_BENCHMARK_REQUESTS:-8}, \"max_tokens\": ${DEMO_BENCHMARK_TOKENS:-64}, \
+\"requests_per_level\": ${DEMO_BENCHMARK_REQUESTS:-4}, \"max_tokens\": ${DEMO_BENCHMARK_TOKENS:-64}, \
 \"concurrency\": [$CONCURRENCY], \"k_sweep\": [$K_SWEEP], \
 \"num_threads\": $THREADS}"
 # Base EAGLE is the head shipped for SmolLM2 (heads/). Only if it is refused (changed since it
