@@ -70,12 +70,17 @@ def rest_call(
     body: dict[str, Any] | None = None,
     *,
     raw: bytes | None = None,
+    region: str = "us-west-2",
 ) -> httpx.Response:
-    """A signed /v1 request, the way the dashboard sends them (``raw``: these exact body bytes)."""
+    """A signed /v1 request, the way the dashboard sends them (``raw``: these exact body bytes),
+    for the resources of ``region`` (the region it is signed for)."""
     if raw is None:
         raw = b"" if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"} if raw else {}
     url = f"{base_url}{path}"
     return httpx.request(
-        method, url, content=raw, headers=signed_headers(method, url, raw, credentials, headers=headers)
+        method,
+        url,
+        content=raw,
+        headers=signed_headers(method, url, raw, credentials, headers=headers, region=region),
     )

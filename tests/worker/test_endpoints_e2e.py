@@ -25,6 +25,7 @@ from tests.api.signed_http import rest_call
 from tests.factories.accounts import AccountCredentials
 from tests.fixtures.worker import launch_endpoint_worker
 from tests.worker.endpoint_clients import (
+    WORKER_REGION,
     deploy,
     instance_pid,
     instances,
@@ -248,7 +249,7 @@ def _check_metrics_and_dashboard(api_url: str, account: AccountCredentials, name
     assert f'eaglenest_endpoint_invocations_total{{code="200",endpoint="{arn}"}} 7.0' in exposition
     assert f'eaglenest_endpoint_instances_answering{{endpoint="{arn}"}} 2.0' in exposition
     assert f'eaglenest_endpoint_acceptance_length{{endpoint="{arn}"}}' in exposition
-    page = rest_call("GET", api_url, "/dashboard/api/endpoints", account).json()
+    page = rest_call("GET", api_url, "/dashboard/api/endpoints", account, region=WORKER_REGION).json()
     (entry,) = [e for e in page["Endpoints"] if e["Endpoint"]["EndpointName"] == name]
     assert entry["Endpoint"]["EndpointStatus"] == "InService"
     assert [i["Status"] for i in entry["Instances"]] == ["InService", "InService"]

@@ -20,6 +20,7 @@ import pytest
 from db.models.optimization_job import OptimizationJob
 from tests.api.signed_http import rest_call
 from tests.fixtures.worker import StartCeleryWorker
+from tests.worker.endpoint_clients import WORKER_REGION
 from tests.worker.test_jobs_e2e import JOB_STAGES
 from tests.worker.tiny_inputs import put_text, sharegpt_jsonl, upload_directory
 from tests.worker.worker_jobs import WorkerJobs
@@ -102,7 +103,9 @@ def test_stop_during_training_checkpoints_and_ends_stopped_within_ten_seconds(
     jobs.wait_until(name, _training, timeout=120)
 
     # The REST face shows the trainer's progress while it runs.
-    detail = rest_call("GET", worker_api_url, f"/v1/optimization-jobs/{name}", jobs.account).json()
+    detail = rest_call(
+        "GET", worker_api_url, f"/v1/optimization-jobs/{name}", jobs.account, region=WORKER_REGION
+    ).json()
     assert detail["Stage"] == "train"
     assert 0 < detail["ProgressPercent"] < 100
     assert detail["EtaSeconds"] is not None
