@@ -81,8 +81,10 @@ def _admit(state: _Slots, sampling: Sampling, joiners: list[tuple[int, int, list
     starts = [n if n and len(p) > n and p[:n] == state.prefix else 0 for _, _, p in joiners]
     with_prefix = [slot for (slot, _, _), start in zip(joiners, starts, strict=True) if start]
     if with_prefix:
-        state.runner.pool.copy_positions(state.rows, torch.tensor(with_prefix, device=device), n)
-        state.features.copy_positions(state.rows, with_prefix, n)
+        targets = torch.tensor(with_prefix, device=device)
+        sources = torch.full_like(targets, state.rows)
+        state.runner.pool.move(sources, targets, n)
+        state.features.move(sources, targets, n)
     feeds = [len(prompt) - start for (_, _, prompt), start in zip(joiners, starts, strict=True)]
     for group in padding_groups(feeds, max_tokens=PREFILL_TOKENS[device.type == "cuda"]):
         _prefill(state, sampling, [joiners[i] for i in group], [starts[i] for i in group])

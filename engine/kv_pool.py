@@ -44,17 +44,9 @@ class SlotKVPool:
             self._keys[layer], self._values[layer] = keys, values
         return keys, values
 
-    def copy_positions(self, source_slot: int, target_slots: torch.Tensor, length: int) -> None:
-        """Copy positions ``0..length-1`` of ``source_slot`` into every slot of ``target_slots``
-        (a shared prefix computed once)."""
-        for keys, values in zip(self._keys, self._values, strict=True):
-            if keys is None or values is None:
-                continue
-            keys[target_slots, :, :length] = keys[source_slot, :, :length]
-            values[target_slots, :, :length] = values[source_slot, :, :length]
-
     def move(self, sources: torch.Tensor, targets: torch.Tensor, length: int) -> None:
-        """Copy positions ``0..length-1`` of each slot in ``sources`` to the matching ``targets``."""
+        """Copy positions ``0..length-1`` of each slot in ``sources`` to the matching ``targets``
+        (a row moving down, or the shared prefix's slot into every joiner's)."""
         for keys, values in zip(self._keys, self._values, strict=True):
             if keys is None or values is None:
                 continue

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from engine.replies import SampleFeatures
@@ -28,13 +26,6 @@ class FeatureBuffers:
             self.final = final.new_zeros((self.slots, self.capacity, final.shape[-1]))
         self.aux[rows, write_positions] = aux.to(self.aux.dtype)
         self.final[rows, write_positions] = final.to(self.final.dtype)
-
-    def copy_positions(self, source_slot: int, target_slots: Sequence[int], length: int) -> None:
-        if self.aux is None or self.final is None:
-            return
-        targets = torch.tensor(list(target_slots), device=self.device)
-        self.aux[targets, :length] = self.aux[source_slot, :length]
-        self.final[targets, :length] = self.final[source_slot, :length]
 
     def move(self, sources: torch.Tensor, targets: torch.Tensor, length: int) -> None:
         if self.aux is None or self.final is None:

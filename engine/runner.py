@@ -26,6 +26,16 @@ def attention_windows(model: PreTrainedModel) -> list[int | None]:
     return [None, int(window)] if sliding and window else [None]
 
 
+# A sequence's room in a serving or decoding pool: the model's context, up to this (the pool's
+# memory grows with it).
+MAX_POOL_POSITIONS = 8192
+
+
+def pool_positions(model: PreTrainedModel) -> int:
+    text = model.config.get_text_config()
+    return min(int(getattr(text, "max_position_embeddings", MAX_POOL_POSITIONS)), MAX_POOL_POSITIONS)
+
+
 def num_decoder_layers(model: PreTrainedModel) -> int:
     return int(model.config.get_text_config().num_hidden_layers)
 

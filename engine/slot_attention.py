@@ -104,14 +104,14 @@ def slot_attention(
         keys, values = key_pool[slots, :, : step.key_length], value_pool[slots, :, : step.key_length]
     mask = step.masks[window]
     if kwargs.get("s_aux") is not None:
-        return _eager_with_sinks(module, query, keys, values, mask, kwargs), None
+        return eager_attention_with_sinks(module, query, keys, values, mask, kwargs), None
     output = functional.scaled_dot_product_attention(
         query, keys, values, attn_mask=mask, scale=kwargs.get("scaling"), enable_gqa=True
     )
     return output.transpose(1, 2).contiguous(), None
 
 
-def _eager_with_sinks(  # noqa: PLR0917 - the attention interface's arguments plus the mask
+def eager_attention_with_sinks(  # noqa: PLR0917 - the attention interface's arguments plus the mask
     module: nn.Module,
     query: torch.Tensor,
     keys: torch.Tensor,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from transformers import PreTrainedModel
 
+from engine.runner import pool_positions
 from engine.segments import ServingTarget
 from engine.slot_target import SlotTarget
 from serving.recurrent_target import RecurrentTarget
@@ -31,7 +32,6 @@ def serving_target(
         return RecurrentTarget(model, aux_layer_ids)
     if attention == "packed" or (attention == "auto" and model.device.type != "cuda"):
         return PackedTarget(model, aux_layer_ids)
-    text = model.config.get_text_config()
     recorder = (
         None
         if aux_layer_ids is None
@@ -40,10 +40,6 @@ def serving_target(
     return SlotTarget(
         model,
         max_sequences=max_sequences,
-        max_positions=min(int(getattr(text, "max_position_embeddings", 4096)), MAX_SLOT_POSITIONS),
+        max_positions=pool_positions(model),
         recorder=recorder,
     )
-
-
-# A sequence's room in the slot pool: the model's context, up to this (pool memory grows with it).
-MAX_SLOT_POSITIONS = 8192

@@ -17,20 +17,17 @@ from contextlib import contextmanager
 import torch
 from transformers import PreTrainedModel
 
-from engine.runner import SlotRunner, key_length_for
+from engine.generation import batching_supported
+from engine.runner import SlotRunner, key_length_for, pool_positions
 from speculative.target import TargetOutput
 from trainer.eagle.generation_features import GenerationRecorder
-
-# A sequence's room in the pool: the model's context, up to this (pool memory grows with it).
-MAX_POSITIONS = 8192
 
 
 def slot_runner_wanted(model: PreTrainedModel, wanted: bool | None) -> bool:
     """``wanted`` if given, else: on CUDA, for targets without linear-attention layers."""
     if wanted is not None:
         return wanted
-    layer_types = getattr(model.config.get_text_config(), "layer_types", None) or []
-    return model.device.type == "cuda" and "linear_attention" not in layer_types
+    return model.device.type == "cuda" and batching_supported(model)
 
 
 class SlotTargetRunner:
@@ -40,8 +37,7 @@ class SlotTargetRunner:
     def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int] | None = None) -> None:
         self.model = model
         self.aux_layer_ids = list(aux_layer_ids) if aux_layer_ids is not None else None
-        text = model.config.get_text_config()
-        self._capacity = min(int(getattr(text, "max_position_embeddings", MAX_POSITIONS)), MAX_POSITIONS) + 1
+        self._capacity = pool_positions(model) + 1
         self._runners: dict[bool, SlotRunner] = {}
         self._runner: SlotRunner | None = None
         self._length = 0

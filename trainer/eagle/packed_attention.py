@@ -25,7 +25,6 @@ the additive mask transformers builds for it. Each layer's cache still keeps eve
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -37,6 +36,7 @@ from torch import nn
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from engine.slot_attention import eager_attention_with_sinks
 from engine.slot_attention import visible_keys as slot_visible_keys
 
 PACKED_ATTENTION = "eaglenest_packed"
@@ -180,24 +180,8 @@ def _attend(  # noqa: PLR0917 - the attention interface's arguments plus the lay
         mask = causal_mask_after(past, new, query.device, window=window, first=first)
         output, _ = sdpa_attention_forward(module, query, keys, values, mask, **kwargs)
         return output
-    # Eager masks are always materialised: 0 where a key is seen, the dtype's min elsewhere.
     allowed = visible_keys(past, new, query.device, window=window, first=first)
-    float_mask = torch.where(
-        allowed, torch.zeros((), dtype=query.dtype, device=query.device), torch.finfo(query.dtype).min
-    )
-    eager_output: torch.Tensor = _eager_attention_of(module)(
-        module, query, keys, values, float_mask, **kwargs
-    )[0]
-    return eager_output
-
-
-def _eager_attention_of(module: nn.Module) -> Any:
-    """The eager attention function of ``module``'s own modeling file (the one that knows
-    how that architecture uses its sinks)."""
-    function = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
-    if function is None:
-        raise ValueError(f"{type(module).__name__} has attention sinks but no eager attention to run them")
-    return function
+    return eager_attention_with_sinks(module, query, keys, values, allowed, kwargs)
 
 
 def packed_attention(
