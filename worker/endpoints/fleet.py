@@ -83,6 +83,9 @@ class Fleet:
     ) -> None:
         self._reported[ordinal] = status
         self.logs[ordinal].write(f"[{status}] {message}")
+        # The log line lands before the status does: a client that stops polling the logs once
+        # it sees InService (the SDK's wait_for_endpoint) must still find the line that says why.
+        self.logs[ordinal].flush()
         with session_scope() as session:
             report_endpoint_instance(
                 session,
