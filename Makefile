@@ -50,14 +50,19 @@ lint: venv typecheck
 typecheck: venv
 	$(VENV)/bin/mypy $(PACKAGES) benchmarks
 
+# Two pytest processes (pytest-xdist), one file at a time each: on two cores the e2e tests spend
+# most of their time waiting on the processes they start, so a second runner nearly halves the
+# suite. Every session-scoped resource (database, queue, SeaweedFS, ports) is per process.
+# PYTEST_WORKERS=0 runs in one process (for -x, --pdb or a single test).
+PYTEST_WORKERS ?= 2
 pytest: venv services
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint pytest
 
 # The inner loop: no slow (real model, real training) and no end-to-end tests; a few minutes.
 test-fast: venv services
-	$(PY) -m pytest -m "not slow and not e2e" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not slow and not e2e" $(PYTEST_ARGS)
 
 model: venv
 	test -f $(MODEL_DIR)/config.json || $(PY) -m trainer fetch-model smollm2-135m-instruct --out $(MODEL_DIR)
