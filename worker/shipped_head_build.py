@@ -7,6 +7,8 @@ that says how to rebuild it and what it is: the recipe (every TrainConfig field)
 its sha256s, the budget and the hardware, the draft vocabulary's coverage, τ and speedup on
 prompts unlike its data (``python -m trainer eval`` on chit-chat openers), the sha256 of the
 target's files it was trained for and of each of its own (worker.shipped_heads checks them).
+With ``continue_build`` it starts from the head already in ``--out`` and its replies instead
+(worker.shipped_head_chain), so sessions add their budgets up.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ from trainer.config import TrainConfig
 from trainer.data.builtin import load_builtin, prepare_builtin
 from trainer.data.schema import Conversation
 from trainer.data.writer import write_conversations_jsonl
+from trainer.eagle.data import REGENERATED_FILE
 from trainer.eagle.reporting import TrainResult
 from trainer.file_digest import sha256_of
 from trainer.train import train
 from worker.base_head_build import progress_printer
 from worker.base_head_recipe import base_head_config, name_the_verifier
 from worker.code_version import code_version
+from worker.shipped_head_chain import Continuation, prepare_continuation, save_distilled, total_minutes
 from worker.shipped_heads import MANIFEST, model_fingerprint
 
 Say = Callable[[str], None]
@@ -60,14 +64,18 @@ class ShipOptions:
     hardware_note: str = ""
     command: str = ""  # the command line that built it, for the manifest
     overrides: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields over the recipe
+    continue_build: bool = False  # start from the head in out_dir and its distilled replies
 
 
 def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -> dict[str, Any]:
     """Train, export, evaluate and describe the head; return its manifest (also written last)."""
     data_dir = options.work_dir / "data"
     entries = prepare_builtin(options.datasets, data_dir)
-    config = _config(settings, options, [data_dir / entry.file for entry in entries])
-    say(f"Training the base head of {options.model_dir} for {options.minutes:g} minutes in {config.out_dir}")
+    continuation = prepare_continuation(options.out_dir, options.work_dir) if options.continue_build else None
+    extra = continuation.train_overrides() if continuation is not None else {}
+    config = _config(settings, options, [data_dir / entry.file for entry in entries], extra)
+    start = f"from the head in {options.out_dir}" if continuation is not None else "from scratch"
+    say(f"Training the head of {options.model_dir} {start} ({options.minutes:g} min) in {config.out_dir}")
     result = train(config, progress_printer(say))
     if result.files.head_dir is None:
         raise RuntimeError("the training run stopped before exporting a head")
@@ -75,6 +83,8 @@ def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -
     out.mkdir(parents=True, exist_ok=True)
     for name in HEAD_FILES:
         shutil.copyfile(Path(result.files.head_dir) / name, out / name)
+    distilled = save_distilled(out, _distilled_parts(continuation, config.out_dir / REGENERATED_FILE))
+    chain = continuation.chain() if continuation is not None else []
     name_the_verifier(out, options.model_dir.name)
     say(f"Evaluating {out} on {options.eval_prompts} {EVAL_DATASET} openers")
     evaluation = _evaluate(options, _eval_prompts(data_dir, options.eval_prompts))
@@ -93,9 +103,12 @@ def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -
                 for entry in entries
             ],
             "summary": result.data.model_dump(mode="json"),
+            "distilled": distilled,
         },
+        "chain": chain,
         "budget": {
             "minutes": options.minutes,
+            "total_minutes": total_minutes(chain, options.minutes),
             "clock": config.budget_clock,
             **result.timing.model_dump(mode="json", exclude={"budget_clock"}),
         },
@@ -114,7 +127,15 @@ def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -
     return manifest
 
 
-def _config(settings: Settings, options: ShipOptions, data_files: list[Path]) -> TrainConfig:
+def _distilled_parts(continuation: Continuation | None, this_run: Path) -> list[Path]:
+    """The replies the head was trained on: the earlier builds' first, then this build's."""
+    earlier = [continuation.distilled] if continuation is not None and continuation.distilled else []
+    return [*earlier, *([this_run] if this_run.is_file() else [])]
+
+
+def _config(
+    settings: Settings, options: ShipOptions, data_files: list[Path], continuation: dict[str, Any]
+) -> TrainConfig:
     recipe = base_head_config(
         settings,
         model_dir=options.model_dir,
@@ -123,7 +144,12 @@ def _config(settings: Settings, options: ShipOptions, data_files: list[Path]) ->
         budget_minutes=options.minutes,
     )
     # bf16 halves the file (and is what a GPU serves); the budget is wall time on this machine.
-    fields = recipe.model_dump() | {"export_dtype": "bfloat16", "budget_clock": "wall"} | options.overrides
+    fields = (
+        recipe.model_dump()
+        | {"export_dtype": "bfloat16", "budget_clock": "wall"}
+        | continuation
+        | options.overrides
+    )
     return TrainConfig.model_validate(fields)
 
 
@@ -132,6 +158,9 @@ def _recipe(result: TrainResult, options: ShipOptions) -> dict[str, Any]:
     recipe = dict(result.hyperparameters)
     recipe["model_dir"] = options.model_dir.name
     recipe["data_paths"] = [Path(path).name for path in recipe.get("data_paths", [])]
+    recipe["distilled_paths"] = [Path(path).name for path in recipe.get("distilled_paths", [])]
+    if recipe.get("init_head_dir"):
+        recipe["init_head_dir"] = Path(recipe["init_head_dir"]).name
     recipe["out_dir"] = None
     return recipe
 
@@ -188,7 +217,9 @@ def _evaluate(options: ShipOptions, prompts: Path) -> dict[str, Any]:
         "prompts": f"the first user turn of the first {options.eval_prompts} {EVAL_DATASET} conversations",
         "prompts_sha256": sha256_of(prompts),
         "prompt_count": measured.get("prompts"),
-        "command": shlex.join(["python", *command[1:]]).replace(str(options.work_dir), "<work>"),
+        "command": shlex.join(["python", *command[1:]])
+        .replace(str(options.work_dir), "<work>")
+        .replace(f"{Path.cwd()}/", ""),
         **{key: measured.get(key) for key in measured_keys},
     }
 

@@ -4,6 +4,7 @@ shipped head is tampered with, building its own)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -29,6 +30,7 @@ from worker.lineage import base_head_lineage
 from worker.pipeline import Stage
 from worker.runner import run_optimization_job
 from worker.shipped_head_build import ShipOptions, ship_base_head
+from worker.shipped_head_chain import DISTILLED_FILE, prepare_continuation, save_distilled
 from worker.shipped_heads import ShippedHeadRefusedError, shipped_head_for, verify_shipped_head
 from worker.stages.base_head import provide_base_head
 from worker.stages.data import resolve_training_data
@@ -74,6 +76,13 @@ def test_the_rebuild_writes_a_bf16_head_and_a_manifest_that_describes_it(
     assert dataset["name"] == "humaneval"
     assert len(dataset["sha256"]) == 64
     assert manifest["budget"]["minutes"] == 1.0
+    assert manifest["budget"]["total_minutes"] == 1.0
+    assert manifest["chain"] == []  # built from scratch
+    assert manifest["data"]["distilled"] == {
+        "file": DISTILLED_FILE,
+        "records": 0,  # TINY distils nothing
+        "sha256": sha256_of(shipped / DISTILLED_FILE),
+    }
     assert manifest["hardware"]["cpu_count"] >= 1
     assert 0 < manifest["draft_vocab"]["coverage_of_training_tokens"] <= 1
     evaluation = manifest["evaluation"]
@@ -90,6 +99,62 @@ def test_the_rebuild_writes_a_bf16_head_and_a_manifest_that_describes_it(
     found = shipped_head_for(tiny_smollm2_target_dir, shipped.parent)
     assert found is not None
     assert found.directory == shipped
+
+
+def test_a_continued_build_starts_from_the_head_and_records_the_chain(
+    shipped: Path, tmp_path: Path, tiny_smollm2_target_dir: Path
+) -> None:
+    """``ship --continue``: the head in --out is the starting point, a new seed writes new prompts,
+    the manifest lists the earlier build and adds up the budget."""
+    first = json.loads((shipped / "manifest.json").read_text())
+    out = tmp_path / "heads" / "tiny"
+    shutil.copytree(shipped, out)
+    options = ShipOptions(
+        model_dir=tiny_smollm2_target_dir,
+        out_dir=out,
+        work_dir=tmp_path / "work",
+        minutes=1.0,
+        datasets=("humaneval",),
+        eval_prompts=2,
+        eval_max_new_tokens=8,
+        command="eaglenest base-heads ship ... --continue",
+        overrides=TINY,
+        continue_build=True,
+    )
+    ship_base_head(Settings(), options, say=lambda _: None)
+    manifest = json.loads((out / "manifest.json").read_text())
+    [earlier] = manifest["chain"]
+    assert earlier["files"] == first["files"]
+    assert earlier["rebuild"] == first["rebuild"]
+    assert earlier["minutes"] == 1.0
+    assert manifest["budget"]["total_minutes"] == 2.0
+    assert manifest["recipe"]["seed"] == first["recipe"]["seed"] + 1
+    assert manifest["recipe"]["init_head_dir"] == "previous-head"
+    assert manifest["files"] != first["files"]  # trained further
+    assert verify_shipped_head(out).sha256 == manifest["files"]
+
+
+def test_a_continued_build_keeps_every_earlier_reply(tmp_path: Path) -> None:
+    """The replies file grows build by build: earlier replies first, byte for byte, gzip
+    without a timestamp (the same replies give the same sha256)."""
+    earlier, new = tmp_path / "earlier.jsonl", tmp_path / "new.jsonl"
+    earlier.write_text('{"reply": 1}\n{"reply": 2}\n')
+    new.write_text('{"reply": 3}\n\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    entry = save_distilled(out, [earlier, new])
+    assert entry["records"] == 3
+    assert entry["sha256"] == sha256_of(out / DISTILLED_FILE)
+    with gzip.open(out / DISTILLED_FILE, "rt") as packed:
+        assert packed.read() == '{"reply": 1}\n{"reply": 2}\n{"reply": 3}\n'
+    again = tmp_path / "again"
+    again.mkdir()
+    assert save_distilled(again, [earlier, new])["sha256"] == entry["sha256"]
+
+
+def test_continuing_without_a_built_head_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ShippedHeadRefusedError, match=r"--continue needs a built head in .*manifest.json"):
+        prepare_continuation(tmp_path / "heads" / "none", tmp_path / "work")
 
 
 def test_a_tampered_or_mismatching_head_is_refused(
