@@ -1,5 +1,7 @@
 """Shared test configuration: fixture modules live in tests/fixtures and are registered here."""
 
+import pytest
+
 pytest_plugins = [
     "tests.fixtures.client_stack",
     "tests.fixtures.database",
@@ -10,3 +12,19 @@ pytest_plugins = [
     "tests.fixtures.torch_threads",
     "tests.fixtures.worker",
 ]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with slow or end-to-end tests run first, each module's tests kept together and in
+    order: under pytest-xdist (``make test``) the long ones then start early on both processes
+    and the quick ones fill in around them, instead of one long test running alone at the end."""
+    heavy = {_module(item) for item in items if _is_heavy(item)}
+    items.sort(key=lambda item: 0 if _module(item) in heavy else 1)
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _is_heavy(item: pytest.Item) -> bool:
+    return item.get_closest_marker("slow") is not None or item.get_closest_marker("e2e") is not None

@@ -16,7 +16,7 @@ import schemathesis
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
@@ -71,13 +71,28 @@ def fuzz_account(committed_session_factory: sessionmaker[Session]) -> AccountCre
     return credentials
 
 
-@SCHEMA.parametrize()
-@settings(
-    max_examples=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+# One pytest item per operation, each with its own node id (schemathesis' own parametrize gives
+# all of them one id, and pytest-xdist, which schedules by id, then ran only one of them).
+OPERATIONS = [result.ok() for result in SCHEMA.get_all_operations()]
+
+
+@pytest.mark.parametrize("operation", OPERATIONS, ids=[operation.label for operation in OPERATIONS])
 def test_the_api_behaves_as_documented(
-    case: schemathesis.Case[Any], live_server: LiveServer, fuzz_account: AccountCredentials
+    operation: Any, live_server: LiveServer, fuzz_account: AccountCredentials
 ) -> None:
-    case.call_and_validate(base_url=live_server.url, auth=SigV4(fuzz_account), checks=CHECKS)
+    @given(case=operation.as_strategy())
+    @settings(
+        max_examples=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+    def behaves_as_documented(case: schemathesis.Case[Any]) -> None:
+        case.call_and_validate(base_url=live_server.url, auth=SigV4(fuzz_account), checks=CHECKS)
+
+    behaves_as_documented()
+
+
+def test_every_documented_operation_is_tested() -> None:
+    labels = {operation.label for operation in OPERATIONS}
+    assert len(labels) == len(OPERATIONS) >= 19
+    assert {"POST /", "GET /v1/optimization-jobs", "POST /v1/optimization-jobs"} <= labels
