@@ -9,6 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
+from tests.fixtures.torch_threads import cores_per_test_process
 from tests.speculative.engine_doubles import hf_greedy, random_head
 
 pytestmark = pytest.mark.slow
@@ -21,8 +22,8 @@ NEW_TOKENS = [14, 20, 8]
 
 
 @pytest.fixture(autouse=True)
-def _two_threads() -> None:
-    torch.set_num_threads(2)  # restored by the package's autouse fixture
+def _this_process_cores() -> None:
+    torch.set_num_threads(cores_per_test_process())  # restored by the package's autouse fixture
 
 
 def test_concurrent_chats_equal_hf_generate(smollm2_dir: Path) -> None:

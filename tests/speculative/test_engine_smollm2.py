@@ -9,6 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from speculative import SpeculativeDecoder
+from tests.fixtures.torch_threads import cores_per_test_process
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head
 
 pytestmark = pytest.mark.slow
@@ -35,8 +36,8 @@ def smollm2(smollm2_dir: Path) -> tuple[PreTrainedModel, list[list[int]]]:
 
 
 @pytest.fixture(autouse=True)
-def _two_threads() -> None:
-    torch.set_num_threads(2)  # restored by the package's autouse fixture
+def _this_process_cores() -> None:
+    torch.set_num_threads(cores_per_test_process())  # restored by the package's autouse fixture
 
 
 def test_random_and_oracle_heads_reproduce_greedy_output(

@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from tests.fixtures.torch_threads import cores_per_test_process
 from tests.trainer.eagle.tiny_data import write_chat_data
 from trainer.config import TrainConfig
 from trainer.data.tokenize import TokenizedConversation
@@ -387,8 +388,8 @@ def test_cli_trains_a_smollm2_head_on_real_data(smollm2_dir: Path, tmp_path: Pat
             sys.executable, "-m", "trainer", "train",
             "--model", str(smollm2_dir), "--data", str(data_dir), "--out", str(out),
             "--max-conversations", "60", "--max-length", "384", "--batch-tokens", "2048",
-            "--max-steps", "20", "--ttt-steps", "3", "--checkpoint-every", "10", "--num-threads", "2",
-            "--draft-vocab-size", "8192",
+            "--max-steps", "20", "--ttt-steps", "3", "--checkpoint-every", "10",
+            "--num-threads", str(cores_per_test_process()), "--draft-vocab-size", "8192",
         ],
         check=True,
         cwd=REPO_ROOT,

@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from tests.fixtures.torch_threads import cores_per_test_process
 from trainer.models.fetch import (
     PROVENANCE_FILE,
     PackagedModelNotInstalled,
@@ -26,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_converted_model_loads_and_answers_in_english(smollm2_dir: Path) -> None:
-    torch.set_num_threads(2)
+    torch.set_num_threads(cores_per_test_process())
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32)
     model.train(False)
@@ -118,7 +119,7 @@ def test_missing_package_says_how_to_install_it() -> None:
 @pytest.mark.slow
 def test_fresh_conversion_matches_the_cached_one(smollm2_dir: Path, tmp_path: Path) -> None:
     """Runs the whole conversion (about 25 s) even when the cache is warm, so it cannot rot."""
-    torch.set_num_threads(2)
+    torch.set_num_threads(cores_per_test_process())
     out = fetch_model("smollm2-135m-instruct", tmp_path / "fresh")
     assert is_complete(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".fresh.lock", "fresh"]
