@@ -200,8 +200,7 @@ def run_ship(args: argparse.Namespace) -> int:
         eval_prompts=args.eval_prompts,
         eval_max_new_tokens=args.eval_max_new_tokens,
         hardware_note=args.hardware_note,
-        # Paths under the checkout as the checkout names them: the manifest is read on other machines.
-        command=shlex.join(["eaglenest", *sys.argv[1:]]).replace(f"{Path.cwd()}/", ""),
+        command=shlex.join(["eaglenest", *sys.argv[1:]]),
         overrides=json.loads(args.train_overrides),
         continue_build=args.continue_build,
     )

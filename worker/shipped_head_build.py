@@ -91,7 +91,7 @@ def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -
     manifest = {
         "name": out.name,
         "format": "EAGLE-3 native head (config.json + model.safetensors), bfloat16",
-        "rebuild": options.command,
+        "rebuild": _checkout_relative(options.command),
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "code_version": code_version(),
         "target": {"name": options.model_dir.name, "files": model_fingerprint(options.model_dir)},
@@ -125,6 +125,11 @@ def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -
     # Written last: a folder without a manifest is a build that did not finish.
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def _checkout_relative(command: str) -> str:
+    """Paths under the checkout as the checkout names them: the manifest is read on other machines."""
+    return command.replace(f"{Path.cwd()}/", "")
 
 
 def _distilled_parts(continuation: Continuation | None, this_run: Path) -> list[Path]:
@@ -217,9 +222,9 @@ def _evaluate(options: ShipOptions, prompts: Path) -> dict[str, Any]:
         "prompts": f"the first user turn of the first {options.eval_prompts} {EVAL_DATASET} conversations",
         "prompts_sha256": sha256_of(prompts),
         "prompt_count": measured.get("prompts"),
-        "command": shlex.join(["python", *command[1:]])
-        .replace(str(options.work_dir), "<work>")
-        .replace(f"{Path.cwd()}/", ""),
+        "command": _checkout_relative(
+            shlex.join(["python", *command[1:]]).replace(str(options.work_dir), "<work>")
+        ),
         **{key: measured.get(key) for key in measured_keys},
     }
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from core.output_layout import HEAD_FILES
 from trainer.file_digest import sha256_of
-from worker.shipped_heads import ShippedHeadRefusedError, verify_shipped_head
+from worker.shipped_heads import MANIFEST, ShippedHeadRefusedError, verify_shipped_head
 
 # Every reply the chain distilled, one DistilledRecord per line (trainer.eagle.distilled), gzip.
 DISTILLED_FILE = "distilled.jsonl.gz"
@@ -49,9 +49,9 @@ class Continuation:
 
 def prepare_continuation(out_dir: Path, work_dir: Path) -> Continuation:
     """The head in ``out_dir``, checked against its manifest, copied into ``work_dir``."""
-    if not (out_dir / "manifest.json").is_file():
+    if not (out_dir / MANIFEST).is_file():
         raise ShippedHeadRefusedError(
-            f"--continue needs a built head in {out_dir} (with its manifest.json); build one first without it"
+            f"--continue needs a built head in {out_dir} (with its {MANIFEST}); build one first without it"
         )
     head = verify_shipped_head(out_dir)
     head_dir = work_dir / "previous-head"

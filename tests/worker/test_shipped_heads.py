@@ -51,16 +51,23 @@ TINY = {"regenerate": False, "self_instruct_conversations": 0, "max_steps": 2, "
 def shipped(tiny_smollm2_target_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``eaglenest base-heads ship`` on a tiny budget: heads/<model>/ as the repository holds it."""
     root = tmp_path_factory.mktemp("shipped")
+    return _tiny_ship(tiny_smollm2_target_dir, root, continue_build=False)
+
+
+def _tiny_ship(model_dir: Path, root: Path, *, continue_build: bool) -> Path:
+    """``eaglenest base-heads ship`` into ``root/heads/tiny`` on a tiny budget (``--continue``:
+    from the head already there)."""
     options = ShipOptions(
-        model_dir=tiny_smollm2_target_dir,
+        model_dir=model_dir,
         out_dir=root / "heads" / "tiny",
         work_dir=root / "work",
         minutes=1.0,
         datasets=("humaneval",),
         eval_prompts=2,
         eval_max_new_tokens=8,
-        command="eaglenest base-heads ship ...",
+        command="eaglenest base-heads ship ..." + (" --continue" if continue_build else ""),
         overrides=TINY,
+        continue_build=continue_build,
     )
     ship_base_head(Settings(), options, say=lambda _: None)
     return options.out_dir
@@ -107,21 +114,8 @@ def test_a_continued_build_starts_from_the_head_and_records_the_chain(
     """``ship --continue``: the head in --out is the starting point, a new seed writes new prompts,
     the manifest lists the earlier build and adds up the budget."""
     first = json.loads((shipped / "manifest.json").read_text())
-    out = tmp_path / "heads" / "tiny"
-    shutil.copytree(shipped, out)
-    options = ShipOptions(
-        model_dir=tiny_smollm2_target_dir,
-        out_dir=out,
-        work_dir=tmp_path / "work",
-        minutes=1.0,
-        datasets=("humaneval",),
-        eval_prompts=2,
-        eval_max_new_tokens=8,
-        command="eaglenest base-heads ship ... --continue",
-        overrides=TINY,
-        continue_build=True,
-    )
-    ship_base_head(Settings(), options, say=lambda _: None)
+    shutil.copytree(shipped, tmp_path / "heads" / "tiny")
+    out = _tiny_ship(tiny_smollm2_target_dir, tmp_path, continue_build=True)
     manifest = json.loads((out / "manifest.json").read_text())
     [earlier] = manifest["chain"]
     assert earlier["files"] == first["files"]
