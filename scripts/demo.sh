@@ -188,10 +188,13 @@ try:
 except OSError:
     print("no head ships for SmolLM2 in this checkout")
 else:
-    evaluation = manifest["evaluation"]
+    evaluation, budget = manifest["evaluation"], manifest["budget"]
+    # A chained head's cost is every build's: the chain plus the last one.
+    builds = len(manifest.get("chain", [])) + 1
     print(
         f"the head shipped in heads/smollm2-135m-instruct, trained ahead of time for "
-        f"{manifest['budget']['minutes']:g} minutes (tau {evaluation['tau']:.2f}, speedup "
+        f"{budget.get('total_minutes', budget['minutes']):g} {budget.get('clock', 'wall')}-minutes"
+        f"{f' over {builds} chained builds' if builds > 1 else ''} (tau {evaluation['tau']:.2f}, speedup "
         f"{evaluation['speedup']:.2f}x on {evaluation['prompts']}, in its manifest)"
     )
 PYTHON

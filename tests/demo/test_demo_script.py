@@ -56,4 +56,6 @@ def test_demo_script_completes_and_prints_the_results(smollm2_dir: Path, tmp_pat
     assert any(line.startswith("  concurrency 2: ") for line in lines)
     assert "Lineage of arn:aws:sagemaker:" in output
     assert "a demo budget" in output
+    # The shipped head is named with the budget of its whole chain of builds, from its manifest.
+    assert "trained ahead of time for " in output and "-minutes" in output
     assert (tmp_path / "state" / "results" / "lineage.json").is_file()
