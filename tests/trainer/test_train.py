@@ -387,7 +387,7 @@ def test_cli_trains_a_smollm2_head_on_real_data(smollm2_dir: Path, tmp_path: Pat
         [
             sys.executable, "-m", "trainer", "train",
             "--model", str(smollm2_dir), "--data", str(data_dir), "--out", str(out),
-            "--max-conversations", "60", "--max-length", "384", "--batch-tokens", "2048",
+            "--max-conversations", "24", "--max-length", "384", "--batch-tokens", "2048",
             "--max-steps", "20", "--ttt-steps", "3", "--checkpoint-every", "10",
             "--num-threads", str(cores_per_test_process()), "--draft-vocab-size", "8192",
         ],
