@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections.abc import Iterator
 
@@ -202,6 +203,13 @@ def test_an_endpoint_from_create_to_delete(
         )
     assert described["EndpointStatus"] == "InService"
     assert any("[InService] Serving on" in record.getMessage() for record in caplog.records)
+    # SageMaker's layout: one stream per instance, named <variant>/<instance id>.
+    streams = sdk.client("logs").describe_log_streams(
+        logGroupName=f"/aws/sagemaker/Endpoints/{endpoint.endpoint_name}"
+    )["logStreams"]
+    names = [stream["logStreamName"] for stream in streams]
+    assert len(names) == 1, names
+    assert re.fullmatch(r"AllTraffic/i-[0-9a-f]{16}", names[0]), names
     endpoint.wait_for_status("InService", poll=1, timeout=60)
 
     tgi = endpoint.invoke(
