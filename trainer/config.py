@@ -136,9 +136,11 @@ class TrainConfig(BaseModel):
     )
     context_loss: bool = Field(
         default=False,
-        description="With regenerate_turns=last: the head also learns the target's next token at every "
-        "context position (past the template's fixed opening), not only in the reply. Distillation "
-        "computes the target's features there anyway, so this adds training positions at no target cost.",
+        description="The head also learns the target's next token at every context position (past the "
+        "template's fixed opening), not only in the replies: with regenerate_turns=last the context before "
+        "the distilled reply, without regenerate every turn of the data, the other speaker's too. The "
+        "target's features there are computed anyway, so this adds training positions at no target cost. "
+        "Default: on without regenerate, off with it.",
     )
     self_instruct_conversations: int = Field(
         default=0,
@@ -317,6 +319,16 @@ class TrainConfig(BaseModel):
             return values
         minutes = values.get("time_budget_minutes")
         return {**values, "self_instruct_conversations": self_instruct_for_budget(minutes)}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_context_loss(cls, values: object) -> object:
+        """Data trained on as written learns every turn: against speculators' trainer on the same
+        chats and wall budget it raised tau on unlike prompts (docs/measurements.md). Distilled
+        replies keep it off, where it measured no gain."""
+        if not isinstance(values, dict) or "context_loss" in values:
+            return values
+        return {**values, "context_loss": values.get("regenerate", True) is False}
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:

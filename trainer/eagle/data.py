@@ -133,6 +133,8 @@ def data_fingerprint(config: TrainConfig) -> str:
         "seed",
     ]
     payload = {"model": model, "files": files, **{k: getattr(config, k) for k in keys}}
+    if config.context_loss:  # only when on, so runs prepared before it existed still resume
+        payload["context_loss"] = True
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -380,7 +382,7 @@ def prepare_data(
         stats.dropped_template_errors = samples.dropped_template_errors
         stats.truncated = samples.truncated
         stats.first_error = samples.first_error
-        ordered = list(samples)
+        ordered = _with_context_loss(samples, tokenizer) if config.context_loss else list(samples)
     random.Random(config.seed + 1).shuffle(ordered)
     eval_count = int(len(ordered) * config.eval_fraction)
     if config.eval_fraction > 0 and len(ordered) >= 4:
@@ -390,6 +392,25 @@ def prepare_data(
     stats.train_tokens = sum(len(s.input_ids) for s in train_samples)
     stats.train_masked_tokens = sum(s.num_masked for s in train_samples)
     return PreparedData(train=train_samples, eval=eval_samples, stats=stats, stopped=stopped)
+
+
+def _with_context_loss(
+    samples: Sequence[TokenizedConversation], tokenizer: PreTrainedTokenizerBase
+) -> list[TokenizedConversation]:
+    """Data trained on as written (no regeneration): the loss covers every position past the
+    template's opening, the other speaker's turns too. The teacher at each position is the
+    target's own distribution from the same feature pass, so the extra positions cost no
+    target time."""
+    opening = fixed_opening(tokenizer)
+    return [
+        TokenizedConversation(
+            sample.input_ids,
+            distilled_loss_mask(sample.input_ids, 0, opening),
+            sample.source,
+            sample.truncated,
+        )
+        for sample in samples
+    ]
 
 
 def _reused_samples(

@@ -11,6 +11,7 @@ from transformers import AutoTokenizer
 
 from trainer.config import TrainConfig
 from trainer.data.schema import Conversation, Message
+from trainer.eagle.continuation import fixed_opening
 from trainer.eagle.data import (
     HELDOUT_FILE,
     data_fingerprint,
@@ -178,3 +179,45 @@ def test_fingerprint_follows_contents_not_paths(chat_data: Path, tmp_path: Path)
     assert data_fingerprint(make_config(chat_data, tmp_path / "a")) != data_fingerprint(
         make_config(copy, tmp_path / "b")
     )
+
+
+def test_context_loss_on_data_as_written_covers_every_position_past_the_opening(
+    chat_data: Path, tmp_path: Path
+) -> None:
+    tokenizer = build_tiny_tokenizer()
+
+    def prepared(context_loss: bool) -> list[tuple[list[int], list[int]]]:
+        config = make_config(
+            chat_data, tmp_path / str(context_loss), eval_fraction=0.0, context_loss=context_loss
+        )
+        data = prepare_data(
+            config,
+            None,  # type: ignore[arg-type]  # no regeneration, so the target is never used
+            tokenizer,
+            report=lambda *_: None,
+            should_stop=lambda: False,
+            regenerate_deadline=None,
+        )
+        return sorted((s.input_ids, s.loss_mask) for s in data.train)
+
+    assistant_only, everywhere = prepared(context_loss=False), prepared(context_loss=True)
+    assert [ids for ids, _ in assistant_only] == [ids for ids, _ in everywhere]
+    opening = len(fixed_opening(tokenizer))
+    for (ids, assistant_mask), (_, mask) in zip(assistant_only, everywhere, strict=True):
+        assert mask == [0] * opening + [1] * (len(ids) - opening)
+        # The other speaker's turns are learned too, the assistant's as before.
+        assert sum(mask) > sum(assistant_mask) > 0
+        assert all(m >= a for m, a in zip(mask, assistant_mask, strict=True))
+    # Prepared samples of one setting are never reused by a run with the other.
+    assert data_fingerprint(make_config(chat_data, tmp_path / "a", context_loss=True)) != data_fingerprint(
+        make_config(chat_data, tmp_path / "a", context_loss=False)
+    )
+
+
+def test_context_loss_defaults_on_for_data_as_written_and_off_for_distilled_replies(
+    chat_data: Path, tmp_path: Path
+) -> None:
+    assert make_config(chat_data, tmp_path).context_loss  # make_config turns regeneration off
+    assert not make_config(chat_data, tmp_path, regenerate=True).context_loss
+    assert not make_config(chat_data, tmp_path, context_loss=False).context_loss
+    assert make_config(chat_data, tmp_path, regenerate=True, context_loss=True).context_loss
