@@ -18,7 +18,7 @@
 # DUMP_BATCH_TOKENS (512 = batch 1), HS_STORE_DTYPE (bfloat16: speculators casts hidden states
 # to bf16 on load anyway), TRAIN_DATA_RATIO (speculators' train/val split of the dumped rows,
 # its default 0.9; it validates on the rest at each epoch end; run_all.sh passes 0.99, as the
-# recorded runs did), NICE (default 19), and from env.sh: BENCH_DIR, MODEL, SPEC_PY, MAIN_PY;
+# recorded runs did), NICE (default 0, as recorded), and from env.sh: BENCH_DIR, MODEL, SPEC_PY, MAIN_PY;
 # ROWS (default $BENCH_DIR/data/train_tokens.jsonl).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -39,7 +39,7 @@ STEP_TIME_GUESS=${STEP_TIME_GUESS:-0.75}
 DUMP_BATCH_TOKENS=${DUMP_BATCH_TOKENS:-512}
 HS_STORE_DTYPE=${HS_STORE_DTYPE:-bfloat16}
 ROWS=${ROWS:-$BENCH_DIR/data/train_tokens.jsonl}
-NICE=${NICE:-19}
+NICE=${NICE:-0}
 
 export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1

@@ -133,7 +133,7 @@ def data_fingerprint(config: TrainConfig) -> str:
         "seed",
     ]
     payload = {"model": model, "files": files, **{k: getattr(config, k) for k in keys}}
-    if config.context_loss:  # only when on, so runs prepared before it existed still resume
+    if config.context_loss:  # only when on, so a fingerprint without it stays what it was before
         payload["context_loss"] = True
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
