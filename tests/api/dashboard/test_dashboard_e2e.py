@@ -31,7 +31,9 @@ from tests.factories.sagemaker_models import create_model_request
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, requires_chromium]
 
-JOB_TIMEOUT_SECONDS = 150
+# A limit for "eventually", not a speed target: the job takes about a minute on a quiet machine,
+# but a full suite on a slow day (three pytest processes on two cores) once took more than 150 s.
+JOB_TIMEOUT_SECONDS = 300
 
 
 @dataclass(frozen=True)
