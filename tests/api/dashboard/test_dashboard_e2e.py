@@ -31,8 +31,8 @@ from tests.factories.sagemaker_models import create_model_request
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, requires_chromium]
 
-# A limit for "eventually", not a speed target: the job takes about a minute on a quiet machine,
-# but a full suite on a slow day (three pytest processes on two cores) once took more than 150 s.
+# A limit for "eventually", not a speed target: in a full suite on a slow day (three pytest
+# processes on two cores) the job was still INPROGRESS after 150 s.
 JOB_TIMEOUT_SECONDS = 300
 
 
