@@ -94,8 +94,10 @@ def slot_attention(
     layer = int(getattr(module, "layer_idx"))  # noqa: B009 - set by every supported attention module
     key_pool, value_pool = step.pool.layer(layer, key)
     # Advanced indices on dims 0 and 2 around a slice put [B, Q] first: [B, Q, kv_heads, D].
-    key_pool[step.rows, :, step.write_positions] = key.transpose(1, 2)
-    value_pool[step.rows, :, step.write_positions] = value.transpose(1, 2)
+    # The pool may hold a wider dtype than the target (fp32 on a CPU, engine.kv_pool): the new
+    # keys and the query are converted, the output goes back to the target's dtype.
+    key_pool[step.rows, :, step.write_positions] = key.transpose(1, 2).to(key_pool.dtype)
+    value_pool[step.rows, :, step.write_positions] = value.transpose(1, 2).to(value_pool.dtype)
     if step.contiguous:
         batch = query.shape[0]
         keys, values = key_pool[:batch, :, : step.key_length], value_pool[:batch, :, : step.key_length]
@@ -104,11 +106,12 @@ def slot_attention(
         keys, values = key_pool[slots, :, : step.key_length], value_pool[slots, :, : step.key_length]
     mask = step.masks[window]
     if kwargs.get("s_aux") is not None:
-        return eager_attention_with_sinks(module, query, keys, values, mask, kwargs), None
+        output = eager_attention_with_sinks(module, query.to(keys.dtype), keys, values, mask, kwargs)
+        return output.to(query.dtype), None
     output = functional.scaled_dot_product_attention(
-        query, keys, values, attn_mask=mask, scale=kwargs.get("scaling"), enable_gqa=True
+        query.to(keys.dtype), keys, values, attn_mask=mask, scale=kwargs.get("scaling"), enable_gqa=True
     )
-    return output.transpose(1, 2).contiguous(), None
+    return output.transpose(1, 2).contiguous().to(query.dtype), None
 
 
 def eager_attention_with_sinks(  # noqa: PLR0917 - the attention interface's arguments plus the mask

@@ -9,6 +9,7 @@ import torch
 from transformers import PreTrainedModel
 
 from engine.generation import batching_supported, generate_batched
+from engine.kv_pool import SlotKVPool, pool_dtype
 from engine.replies import Reply
 from engine.sampling import Sampling
 from trainer.eagle.packed_generation import Recording, generate_packed
@@ -62,6 +63,39 @@ def test_batch_one_replies_equal_generate_token_for_token(architecture: str) -> 
     )
     assert not stopped
     assert tokens_of(replies) == [(tokens, None) for tokens in alone]
+
+
+@pytest.mark.parametrize("architecture", ["LlamaForCausalLM", "GptOssForCausalLM"])
+def test_a_bf16_target_on_cpu_attends_over_fp32_keys_and_replies_as_generate_does(
+    architecture: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # bf16 weights (the distillation copy on a CPU with AVX512-BF16), fp32 keys and values:
+    # the CPU's bf16 flash attention is ~5x slower at one query per row (engine/kv_pool.py).
+    model = build_tiny_target(architecture, vocab_size=VOCAB).to(torch.bfloat16)
+    pool_dtypes: set[torch.dtype] = set()
+    allocate = SlotKVPool.layer
+
+    def spying(pool: SlotKVPool, layer: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        keys, values = allocate(pool, layer, like)
+        pool_dtypes.update({keys.dtype, values.dtype})
+        return keys, values
+
+    monkeypatch.setattr(SlotKVPool, "layer", spying)
+    alone = [greedy_alone(model, prompt, 6) for prompt in PROMPTS]
+    replies, _ = generate_batched(
+        model, PROMPTS, stop_ids=[NEVER], max_new_tokens=6, batch_size=3, sampling=GREEDY
+    )
+    assert pool_dtypes == {torch.float32}
+    # transformers attends in bf16, the pool in fp32: the replies are still the target's.
+    assert tokens_of(replies) == [(tokens, None) for tokens in alone]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "kept"),
+    [(torch.bfloat16, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.float32)],
+)
+def test_a_cpu_pool_keeps_half_precision_keys_in_fp32(dtype: torch.dtype, kept: torch.dtype) -> None:
+    assert pool_dtype(torch.zeros(1, dtype=dtype)) == kept
 
 
 def test_rows_joining_and_leaving_agree_with_the_exact_path_on_99_percent_of_tokens(
