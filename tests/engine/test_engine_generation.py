@@ -71,7 +71,8 @@ def test_a_bf16_target_on_cpu_attends_over_fp32_keys_and_replies_as_generate_doe
 ) -> None:
     # bf16 weights (the distillation copy on a CPU with AVX512-BF16), fp32 keys and values:
     # the CPU's bf16 flash attention is ~5x slower at one query per row (engine/kv_pool.py).
-    model = build_tiny_target(architecture, vocab_size=VOCAB).to(torch.bfloat16)
+    model = build_tiny_target(architecture, vocab_size=VOCAB)
+    torch.nn.Module.to(model, torch.bfloat16)
     pool_dtypes: set[torch.dtype] = set()
     allocate = SlotKVPool.layer
 
