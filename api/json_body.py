@@ -3,9 +3,10 @@
 Anything a client can send that is not a usable JSON document is a SerializationException
 (400), never an exception that escapes as a 500: bytes that are not UTF-8, syntax errors,
 integers too long for Python to convert, nesting deep enough to exhaust the recursion
-limit of the parser or of the validators behind it, and strings holding a lone UTF-16
+limit of the parser or of the validators behind it, strings holding a lone UTF-16
 surrogate (``"\\ud800"`` is valid JSON, but no database, S3 key or UTF-8 response can
-carry it).
+carry it), and strings holding a NUL (``"\\u0000"``: valid JSON, but Postgres text and JSON
+columns refuse it, so a stored request would fail as a 500).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def parse_json_body(body: bytes) -> Any:
 
 
 def check_document(document: Any) -> None:
-    """Refuse nesting beyond MAX_NESTING_DEPTH and lone surrogates, walking without recursion."""
+    """Refuse nesting beyond MAX_NESTING_DEPTH, lone surrogates and NULs, walking without recursion."""
     pending: list[tuple[Any, int]] = [(document, 1)]
     while pending:
         value, depth = pending.pop()
@@ -56,6 +57,10 @@ def check_document(document: Any) -> None:
 
 
 def _check_text(text: str) -> None:
+    if "\x00" in text:
+        raise SerializationException(
+            "The request body contains a NUL character (\\u0000) in a string; strings cannot hold one."
+        )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:

@@ -97,6 +97,33 @@ def test_lone_surrogates_are_serialization_errors(
     assert "lone UTF-16 surrogate" in message
 
 
+def test_a_nul_in_any_string_is_a_serialization_error_and_nothing_is_stored(
+    live_server: LiveServer, account: AccountCredentials
+) -> None:
+    # Postgres text and JSON columns refuse \u0000: schemathesis once found a CreateModel whose
+    # unknown nested member held one answered with a 500 when the request was stored.
+    model = {
+        "ModelName": "nul-model",
+        "PrimaryContainer": {"ModelDataUrl": "s3://models/m/"},
+        "Containers": [{"AdditionalModelDataSources": [{"ChannelName": "t", "S3Extra": "https://a\u0000b"}]}],
+    }
+    raw = json.dumps(model).encode()
+    assert b"\\u0000" in raw, "precondition: the NUL travels as a JSON escape"
+    for response in (
+        call_operation(live_server.url, account, "CreateModel", raw),
+        rest_call("POST", live_server.url, "/v1/models", account, raw=raw),
+    ):
+        status, code, message = aws_error(response)
+        assert (status, code) == (400, "SerializationException")
+        assert "NUL character" in message
+    tagged = create_optimization_job_request(Tags=[{"Key": "k", "Value": "a\u0000"}])
+    status, code, _ = aws_error(call_operation(live_server.url, account, "CreateOptimizationJob", tagged))
+    assert (status, code) == (400, "SerializationException")
+    listed = call_operation(live_server.url, account, "ListModels", {"NameContains": "nul-model"})
+    assert listed.status_code == 200
+    assert listed.json()["Models"] == []
+
+
 def forged_token(document: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(document).encode()).decode().rstrip("=")
 

@@ -19,6 +19,9 @@ from core.sagemaker.errors import SerializationException
         (b'{"a": "\\ud800"}', "lone UTF-16 surrogate (\\ud800)"),
         (b'{"\\udfff": 1}', "lone UTF-16 surrogate (\\udfff)"),
         (b'["ok", ["\\ud800x"]]', "lone UTF-16 surrogate"),
+        (b'{"a": "x\\u0000y"}', "NUL character (\\u0000)"),
+        (b'{"a\\u0000": 1}', "NUL character (\\u0000)"),
+        (b'[{"S3Uri": ["s3://b/\\u0000"]}]', "NUL character"),
     ],
 )
 def test_unusable_bodies(body: bytes, message: str) -> None:
