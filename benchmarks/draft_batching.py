@@ -21,14 +21,14 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from engine.capture import TargetFeatureCapture
+from engine.heads.export import load_head
+from engine.packed_linear import pack_linear_layers, packing_available
 from speculative.batch_draft import DraftRequest, propose_batch
 from speculative.draft import Drafter, Proposal
 from speculative.evaluation import chat_prompts
-from speculative.packed_linear import pack_linear_layers, packing_available
 from speculative.sampling import SamplingParams
 from trainer.data import load_conversations
-from trainer.eagle.capture import TargetFeatureCapture
-from trainer.eagle.export import load_head
 
 REPO = Path(__file__).resolve().parents[1]
 REPETITIONS = 20

@@ -30,12 +30,12 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from engine.generation import generate_batched
+from engine.packed_generation import Recording
 from engine.sampling import Sampling
 from serving import GenerationRequest, ServingEngine
 from speculative import SpeculativeDecoder
 from trainer.data.builtin import load_builtin
 from trainer.eagle.continuation import context_of
-from trainer.eagle.packed_generation import Recording
 
 REPO = Path(__file__).resolve().parents[1]
 GREEDY = Sampling(temperature=0.0, top_p=1.0)

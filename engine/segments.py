@@ -1,6 +1,6 @@
 """What a serving target is asked to run in one step, and what it hands back.
 
-Both serving targets speak this: the exact packed target (``trainer.eagle.packed_target``,
+Both serving targets speak this: the exact packed target (``engine.packed_target``,
 attention sequence by sequence, bit-for-bit batch-1 decoding on CPU) and the slot-pool target
 (``engine.slot_target``, one attention call per layer, for GPUs)."""
 

@@ -9,7 +9,7 @@ boolean mask that lets query ``q`` of row ``b`` see keys ``k <= position[b, q]``
 sliding-window layer, ``k > position - window``). SDPA's GQA path reads the shared key/value
 heads in place instead of repeating them. The mask is built once per step, not per layer.
 
-Unlike ``trainer.eagle.packed_attention`` this is not bit-exact with batch-1 decoding: the
+Unlike ``engine.packed_attention`` this is not bit-exact with batch-1 decoding: the
 key length and the batch change the reduction order in the last bits. Callers that promise
 exactness (serving and evaluation on CPU) keep the packed path; distillation and prompt
 writing need the target's replies, not bit-equality, and take this one.

@@ -1,7 +1,7 @@
 """The serving target on a slot pool: every sequence's new tokens in one right-padded batch,
 one attention call per layer, keys written in place at device-side positions.
 
-Where ``trainer.eagle.packed_target.PackedTarget`` attends sequence by sequence so that
+Where ``engine.packed_target.PackedTarget`` attends sequence by sequence so that
 greedy output is bit-for-bit batch-1 decoding's (the CPU promise), this target is what a
 GPU wants: the number of kernel launches per step does not grow with the number of
 sequences, a cache never grows by concatenation, and rolling back rejected drafts is only a

@@ -84,13 +84,13 @@ def run_bench(args: argparse.Namespace) -> int:
     # Heavy imports here: ``python -m trainer --help`` must stay fast.
     from pydantic import ValidationError  # noqa: PLC0415
 
+    from engine.heads.export import resolve_head_dir  # noqa: PLC0415
     from servebench import (  # noqa: PLC0415
         BASELINE,
         BenchmarkConfiguration,
         ServingBenchmarkConfig,
         serving_benchmark,
     )
-    from trainer.eagle.export import resolve_head_dir  # noqa: PLC0415
 
     configurations = [BenchmarkConfiguration(name=BASELINE)]
     if args.base_head is not None:

@@ -11,9 +11,9 @@ Each step:
    (``speculative.batch_draft.propose_batch``).
 3. One target forward over the packed new tokens of every sequence: a joining
    sequence's prompt, the others' pending token plus their drafts
-   (``trainer.eagle.packed_target``). A target with linear-attention layers (Qwen3-Next)
+   (``engine.packed_target``). A target with linear-attention layers (Qwen3-Next)
    cannot share a packed row's recurrent state, so it runs one batch-1 forward per
-   sequence instead (``serving.recurrent_target``).
+   sequence instead (``engine.recurrent_target``).
 4. Each sequence verifies its own drafts (greedy or speculative sampling, from
    ``speculative.verification``), keeps its accepted prefix plus the target's token,
    and crops its KV cache by the drafts it rejected: acceptance is ragged.
@@ -36,17 +36,17 @@ from types import TracebackType
 import torch
 from transformers import PreTrainedModel
 
+from engine.heads.model import Eagle3DraftModel
+from engine.packed_linear import pack_linear_layers, packing_available
 from engine.segments import Segment, SegmentOutput, SequenceCache, ServingTarget
+from engine.serving_targets import serving_target
 from serving.metrics import EngineMetrics
 from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
-from serving.targets import serving_target
 from speculative.batch_draft import DraftRequest, propose_batch
 from speculative.decoder import SpeculativeDecoder, _check_head_fits, _eos_of
 from speculative.draft import Drafter, Proposal
-from speculative.packed_linear import pack_linear_layers, packing_available
 from speculative.sequence import SequenceState
-from trainer.eagle.model import Eagle3DraftModel
 
 logger = logging.getLogger(__name__)
 

@@ -61,7 +61,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    from trainer.eagle.export import resolve_head_dir  # noqa: PLC0415
+    from engine.heads.export import resolve_head_dir  # noqa: PLC0415
 
     with start_server(
         args.model,

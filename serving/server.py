@@ -51,7 +51,7 @@ def load_engine(
     """The engine for a target (and head) directory; weights and KV caches on ``device`` (default
     CPU), in ``dtype`` (default: float32 on CPU, bfloat16 on a GPU that supports it)."""
     # Imported here: the head loader pulls in the validation stack, needed only with a head.
-    from trainer.eagle.export import load_head  # noqa: PLC0415
+    from engine.heads.export import load_head  # noqa: PLC0415
 
     if not model_dir.is_dir():
         raise ValueError(f"model directory {model_dir} does not exist")

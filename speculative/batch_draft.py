@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.heads.model import Eagle3DraftModel
+from engine.heads.peagle import PEagleDraftModel
 from speculative.draft import Drafter, Proposal
 from speculative.sampling import SamplingParams
-from trainer.eagle.model import Eagle3DraftModel
-from trainer.eagle.peagle import PEagleDraftModel
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,17 +25,17 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
+from engine.capture import check_aux_layer_ids, decoder_layers
+from engine.heads.model import Eagle3DraftModel
+from engine.packed_linear import pack_linear_layers, packing_available
+from engine.slot_target_runner import SlotTargetRunner, slot_runner_wanted
+from engine.target import TargetOutput, TargetRunner
 from speculative.draft import Drafter
-from speculative.packed_linear import pack_linear_layers, packing_available
 from speculative.result import GenerationResult
 from speculative.sampling import SamplingParams, probabilities, sample
 from speculative.sequence import SequenceState
-from speculative.slot_target_runner import SlotTargetRunner, slot_runner_wanted
-from speculative.target import TargetOutput, TargetRunner
 from speculative.tree_draft import TreeShape, propose_tree
 from speculative.verification import Verdict, verify_greedy, verify_sampled
-from trainer.eagle.capture import check_aux_layer_ids, decoder_layers
-from trainer.eagle.model import Eagle3DraftModel
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 
 import torch
 
-from trainer.eagle.model import DraftKVCache, Eagle3DraftModel
+from engine.heads.model import DraftKVCache, Eagle3DraftModel
 
 _CERTAIN = 30.0  # logit margin that makes softmax put all its mass on one token
 

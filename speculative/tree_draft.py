@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.heads.peagle import PEagleDraftModel
 from speculative.draft import Drafter
 from speculative.tree import DraftTree
-from trainer.eagle.peagle import PEagleDraftModel
 
 
 @dataclass(frozen=True, slots=True)

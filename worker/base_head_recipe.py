@@ -15,9 +15,9 @@ from pydantic import ValidationError
 from core.job_errors import JobFailedError
 from core.output_layout import HEAD_CONFIG
 from db.settings import Settings
+from engine.heads.serving_settings import recorded_speculative_tokens, with_serving_settings
 from trainer.config import TrainConfig, self_instruct_for_budget
 from trainer.eagle.reporting import TrainResult
-from trainer.eagle.serving_settings import recorded_speculative_tokens, with_serving_settings
 from worker.artifacts import TrainingDataInput
 from worker.s3_snapshot import S3Snapshot
 from worker.train_plan import MIN_TRAIN_SECONDS, post_train_reserve

@@ -2,7 +2,7 @@
 
 Training exports the head with the K it trained (its TTT steps); only the benchmark shows
 which K serves fastest, so the publish stage rewrites ``eagle_model/config.json`` with it
-before anything is published (trainer.eagle.serving_settings says which keys).
+before anything is published (engine.heads.serving_settings says which keys).
 
 One config holds one K, while the benchmark measured several levels. The K written is the
 trained head's fastest fixed K at the lowest concurrency level where the recommendation
@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainer.eagle.serving_settings import SpeculativeTokens, with_serving_settings
+from engine.heads.serving_settings import SpeculativeTokens, with_serving_settings
 
 
 def recommended_tokens(document: dict[str, Any], *, head_uri: str, trained: int | None) -> SpeculativeTokens:

@@ -32,8 +32,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.head_format import expected_tensor_shapes, export_config
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.head_format import expected_tensor_shapes, export_config
 
 # Flags of speculators' EAGLE-3 variants that the native (classic) format has no counterpart for.
 UNSUPPORTED_FLAGS = ("norm_before_residual", "norm_before_fc", "norm_output", "fc_norm")

@@ -92,7 +92,7 @@ def run_native_head(
     head: Any, row: dict[str, Any], fc_reverse: bool = False, d2t_as_index: bool = False
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per TTT step: draft-vocab logits and top-1 in target ids, as eaglenest's head computes them."""
-    from trainer.eagle.model import TTTKeyValues  # noqa: PLC0415
+    from engine.heads.model import TTTKeyValues  # noqa: PLC0415
 
     ids, positions = row["input_ids"][None], row["position_ids"][None]
     aux = row["hidden_states"][None]
@@ -141,7 +141,7 @@ def compare(head: Any, data: dict[str, Any], **layout: bool) -> dict[str, dict[s
 def ours_side(run: Path, ref: Path, model_dir: Path) -> None:
     from transformers import AutoModelForCausalLM  # noqa: PLC0415
 
-    from trainer.eagle.export import load_head  # noqa: PLC0415
+    from engine.heads.export import load_head  # noqa: PLC0415
 
     data = torch.load(ref, weights_only=False)
     target = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from engine.generation import generate_batched
+from engine.packed_generation import Recording
 from engine.runner import SlotRunner
 from engine.sampling import Sampling
-from trainer.eagle.packed_generation import Recording
 from trainer.models.tiny import build_tiny_target
 
 pytestmark = [

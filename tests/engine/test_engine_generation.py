@@ -10,9 +10,9 @@ from transformers import PreTrainedModel
 
 from engine.generation import batching_supported, generate_batched
 from engine.kv_pool import SlotKVPool, pool_dtype
+from engine.packed_generation import Recording, generate_packed
 from engine.replies import Reply
 from engine.sampling import Sampling
-from trainer.eagle.packed_generation import Recording, generate_packed
 from trainer.models.tiny import build_tiny_target
 
 VOCAB = 96

@@ -11,10 +11,10 @@ import pytest
 import torch
 from transformers import PreTrainedModel
 
+from engine.heads.model import Eagle3DraftModel
+from engine.packed_attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from tests.speculative.engine_doubles import ARCHITECTURES, hf_greedy, oracle_head, random_head, tiny_target
-from trainer.eagle.model import Eagle3DraftModel
-from trainer.eagle.packed_attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
 
 PROMPTS = [
     [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14],
@@ -93,7 +93,7 @@ def test_sliding_layers_attend_to_their_window_only() -> None:
 @pytest.mark.parametrize("drafting", ["plain", "random-eagle2", "oracle"])
 def test_a_linear_attention_target_is_served_with_generate_output(drafting: str) -> None:
     """Qwen3-Next runs one forward per sequence with its own recurrent state; rejected
-    drafts are rolled back out of that state (serving.recurrent_target)."""
+    drafts are rolled back out of that state (engine.recurrent_target)."""
     target = tiny_target("Qwen3NextForCausalLM")
     target.generation_config.eos_token_id = None
     expected = [hf_greedy(target, p, n) for p, n in zip(PROMPTS, NEW_TOKENS, strict=True)]

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from engine.heads.export import export_head
 from serving import start_server
 from tests.speculative.engine_doubles import random_head
-from trainer.eagle.export import export_head
 from trainer.models.tiny import write_tiny_target
 
 PROMPT = "Hello there"

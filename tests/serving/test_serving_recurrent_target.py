@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.packed_target import PackedTarget
+from engine.recurrent_target import RecurrentTarget
 from engine.segments import Segment
-from serving.recurrent_target import RecurrentTarget
 from tests.speculative.engine_doubles import hf_greedy, tiny_target
-from trainer.eagle.packed_target import PackedTarget
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14]
 

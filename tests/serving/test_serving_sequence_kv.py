@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.eagle.packed_attention import SequenceKV
+from engine.packed_attention import SequenceKV
 
 
 def chunk(start: int, length: int) -> torch.Tensor:

@@ -8,12 +8,12 @@ import gc
 import pytest
 import torch
 
+from engine.packed_target import PackedTarget
 from engine.segments import Segment
+from engine.serving_targets import serving_target
 from engine.slot_target import SlotTarget
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
-from serving.targets import serving_target
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
-from trainer.eagle.packed_target import PackedTarget
 
 PROMPTS = [
     [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14],

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.capture import TargetFeatureCapture
 from speculative.batch_draft import DraftRequest, propose_batch
 from speculative.draft import Drafter, Proposal
 from speculative.sampling import SamplingParams
 from tests.speculative.engine_doubles import random_head, tiny_target
-from trainer.eagle.capture import TargetFeatureCapture
 
 SEQUENCES = [
     [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14, 22, 90, 31, 7],

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import torch
 
+from engine.capture import TargetFeatureCapture
+from engine.heads.model import TTTKeyValues
 from speculative.draft import Drafter
 from speculative.sampling import SamplingParams
 from tests.speculative.engine_doubles import random_head, tiny_target
-from trainer.eagle.capture import TargetFeatureCapture
-from trainer.eagle.model import TTTKeyValues
 
 SEQUENCE = [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14, 22, 90, 31, 7, 66, 45, 12, 80, 2, 19, 54, 38]
 K = 3

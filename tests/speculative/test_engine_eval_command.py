@@ -10,11 +10,11 @@ import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
+from engine.heads.export import RUN_HEAD_DIRNAME, export_head
 from speculative.evaluation import chat_prompts
 from tests.speculative.engine_doubles import random_head
 from trainer.cli import USAGE_ERROR, main
 from trainer.data.schema import Conversation, Message
-from trainer.eagle.export import RUN_HEAD_DIRNAME, export_head
 
 RECORDS = [
     {

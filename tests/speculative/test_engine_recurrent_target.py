@@ -1,7 +1,7 @@
 """Speculative decoding on a target with recurrent state (Qwen3-Next's linear attention).
 
 Rejected drafts have already been folded into the linear-attention state by the
-verification forward; the engine must undo that (speculative.recurrent_state), so the
+verification forward; the engine must undo that (engine.recurrent_state), so the
 output equals plain greedy decoding whatever is accepted.
 """
 

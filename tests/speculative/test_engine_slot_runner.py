@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from engine.slot_target_runner import SlotTargetRunner
 from speculative import SpeculativeDecoder
-from speculative.slot_target_runner import SlotTargetRunner
 from speculative.tree_draft import TreeShape
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.capture import TargetFeatureCapture
 from speculative import SpeculativeDecoder
 from speculative.draft import Drafter
 from speculative.sampling import SamplingParams
 from speculative.tree import DraftTree
 from speculative.tree_draft import TreeShape, propose_tree
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
-from trainer.eagle.capture import TargetFeatureCapture
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14]
 FULL_ATTENTION = ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"]

@@ -16,15 +16,15 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from engine.heads.export import RUN_HEAD_DIRNAME
+from engine.heads.serving_settings import recorded_speculative_tokens, served_speculative_tokens
+from engine.heads.validate import validate_head
 from tests.fixtures.torch_threads import cores_per_test_process
 from tests.trainer.eagle.tiny_data import write_chat_data
 from trainer.config import TrainConfig
 from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.checkpoint import latest_checkpoint, read_checkpoint_state
-from trainer.eagle.export import RUN_HEAD_DIRNAME
 from trainer.eagle.reporting import TrainProgress, TrainResult
-from trainer.eagle.serving_settings import recorded_speculative_tokens, served_speculative_tokens
-from trainer.eagle.validate import validate_head
 from trainer.train import train
 from trainer.training.head import draft_vocab
 
@@ -123,8 +123,8 @@ def test_eagle2_head_trains_exports_for_vllm_and_drafts_losslessly(
     assert json.loads((head_dir / "config.json").read_text())["architectures"] == ["EagleLlamaForCausalLM"]
     assert "fc.bias" not in load_file(str(head_dir / "model.safetensors"))
 
+    from engine.heads.export import load_head  # noqa: PLC0415
     from speculative import SpeculativeDecoder  # noqa: PLC0415
-    from trainer.eagle.export import load_head  # noqa: PLC0415
 
     target = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
     decoder = SpeculativeDecoder(

@@ -9,10 +9,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from engine.heads.export import load_head
+from engine.heads.peagle import PEagleDraftModel
 from tests.trainer.eagle.tiny_data import write_chat_data
 from tests.trainer.test_train import config, metrics
-from trainer.eagle.export import load_head
-from trainer.eagle.peagle import PEagleDraftModel
 from trainer.eagle.reporting import TrainProgress
 from trainer.train import train
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from transformers import AutoConfig
 
-from trainer.eagle.serving_settings import recorded_speculative_tokens, served_speculative_tokens
-from trainer.eagle.validate import validate_head
+from engine.heads.serving_settings import recorded_speculative_tokens, served_speculative_tokens
+from engine.heads.validate import validate_head
 from worker.head_serving import recommended_tokens
 
 EXPECTED_FILES = {

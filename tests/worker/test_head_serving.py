@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainer.eagle.serving_settings import (
+from engine.heads.serving_settings import (
     SpeculativeTokens,
     recorded_speculative_tokens,
     served_speculative_tokens,

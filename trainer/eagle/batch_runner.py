@@ -11,14 +11,14 @@ from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
+from engine.heads.model import Eagle3DraftModel
+from engine.heads.peagle import PEagleDraftModel
 from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.batching import Batch, BatchTensors, collate, epoch_order
 from trainer.eagle.budget_clock import Clock
 from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.features import FeatureCache, TargetFeatures, TargetTeacher
 from trainer.eagle.generation_features import collate_features
-from trainer.eagle.model import Eagle3DraftModel
-from trainer.eagle.peagle import PEagleDraftModel
 from trainer.eagle.peagle_ttt import parallel_loss
 from trainer.eagle.reporting import EvalMetrics, acceptance_length_estimate
 from trainer.eagle.schedule import StepTimer

@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from trainer.eagle.head_format import head_tensors
-from trainer.eagle.model import Eagle3DraftModel
+from engine.heads.head_format import head_tensors
+from engine.heads.model import Eagle3DraftModel
 from trainer.eagle.optimizer import HeadOptimizer
 
 HEAD_FILE = "head.safetensors"

@@ -32,14 +32,15 @@ from transformers import (
     StoppingCriteriaList,
 )
 
+from engine.capture import output_head
+from engine.feature_recorder import GenerationRecorder
 from engine.generation import batching_supported, generate_batched
+from engine.packed_generation import Recording, generate_packed, packing_supported
 from engine.replies import Reply, SampleFeatures
 from engine.sampling import Sampling
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import ChatTemplateError, render_chat, user_turn_prefix
-from trainer.eagle.capture import output_head
-from trainer.eagle.generation_features import FeaturedSample, GenerationRecorder
-from trainer.eagle.packed_generation import Recording, generate_packed, packing_supported
+from trainer.eagle.generation_features import FeaturedSample
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
-from trainer.eagle.capture import TargetFeatureCapture, output_head
+from engine.capture import TargetFeatureCapture, output_head
 from trainer.eagle.ttt import TeacherTargets, teacher_targets_from_kept_logits
 
 FEATURE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -13,8 +13,8 @@ from typing import Literal
 import torch
 from transformers import PreTrainedModel
 
-from trainer.eagle.capture import final_norm
-from trainer.eagle.model import Eagle3DraftModel
+from engine.capture import final_norm
+from engine.heads.model import Eagle3DraftModel
 
 InitMode = Literal["lm_head", "random"]
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F  # noqa: N812 - the conventional name
 
-from trainer.eagle.model import TTTKeyValues
-from trainer.eagle.peagle import PEagleDraftModel
+from engine.heads.model import TTTKeyValues
+from engine.heads.peagle import PEagleDraftModel
 from trainer.eagle.ttt import TeacherTargets, TTTOutput, _pack, _shift_left
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
-from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.export import export_head, new_head
-from trainer.eagle.peagle import PEagleHeadConfig, default_mask_token_id
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.export import export_head, new_head
+from engine.heads.peagle import PEagleHeadConfig, default_mask_token_id
 
 
 def write_random_head(

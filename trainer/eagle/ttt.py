@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F  # noqa: N812 - the conventional name
 
-from trainer.eagle.model import Eagle3DraftModel, TTTKeyValues, gather_positions
+from engine.heads.model import Eagle3DraftModel, TTTKeyValues, gather_positions
 
 
 @dataclass(frozen=True)

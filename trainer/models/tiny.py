@@ -24,7 +24,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from trainer.eagle.capture import SUPPORTED_ARCHITECTURES, UnsupportedArchitectureError
+from engine.capture import SUPPORTED_ARCHITECTURES, UnsupportedArchitectureError
 
 _MODEL_TYPES = {
     "LlamaForCausalLM": "llama",

@@ -8,6 +8,7 @@ import math
 
 from transformers import PreTrainedTokenizerBase
 
+from engine.heads.model import Eagle3DraftModel
 from trainer.config import TrainConfig
 from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.batch_runner import BatchRunner, TrainOrder
@@ -19,7 +20,6 @@ from trainer.eagle.data import (
 from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.features import FeatureCache, TargetTeacher
 from trainer.eagle.generation_features import recorded_features
-from trainer.eagle.model import Eagle3DraftModel
 from trainer.eagle.schedule import StepTimer
 from trainer.training.data import (
     use_bf16,

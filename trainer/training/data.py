@@ -9,10 +9,11 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from engine.capture import check_supported, decoder_layers
+from engine.heads.config import default_feature_layer_ids, default_variant
+from engine.heads.validate import read_head_config
 from trainer.config import TrainConfig
 from trainer.device import bf16_matmuls_native, load_causal_lm, resolve_device
-from trainer.eagle.capture import check_supported, decoder_layers
-from trainer.eagle.config import default_feature_layer_ids, default_variant
 from trainer.eagle.data import (
     PreparedData,
     data_fingerprint,
@@ -20,7 +21,6 @@ from trainer.eagle.data import (
     prepare_data,
     save_prepared,
 )
-from trainer.eagle.validate import read_head_config
 from trainer.training.run import Run
 
 logger = logging.getLogger(__name__)

@@ -9,20 +9,20 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel
 
+from engine.capture import check_supported, input_embedding_weight
+from engine.heads.config import Eagle3HeadConfig, default_variant
+from engine.heads.export import export_head, load_head, new_head
+from engine.heads.head_format import draft_variant
+from engine.heads.model import Eagle3DraftModel
+from engine.heads.peagle import PEagleHeadConfig, default_mask_token_id
 from trainer.config import TrainConfig
 from trainer.data.tokenize import TokenizedConversation
 from trainer.data.vocab import DraftVocab, build_draft_vocab
-from trainer.eagle.capture import check_supported, input_embedding_weight
 from trainer.eagle.checkpoint import (
     load_head_weights,
 )
-from trainer.eagle.config import Eagle3HeadConfig, default_variant
-from trainer.eagle.export import export_head, load_head, new_head
 from trainer.eagle.features import TargetTeacher
-from trainer.eagle.head_format import draft_variant
 from trainer.eagle.head_init import init_head_from_target
-from trainer.eagle.model import Eagle3DraftModel
-from trainer.eagle.peagle import PEagleHeadConfig, default_mask_token_id
 from trainer.training.data import (
     use_bf16,
 )

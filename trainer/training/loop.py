@@ -14,6 +14,7 @@ import torch
 from tqdm import tqdm
 from transformers import PreTrainedTokenizerBase
 
+from engine.heads.model import Eagle3DraftModel
 from trainer.eagle.batch_runner import BatchRunner, TrainOrder
 from trainer.eagle.batching import Batch
 from trainer.eagle.checkpoint import (
@@ -25,7 +26,6 @@ from trainer.eagle.data import (
 )
 from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.features import TargetTeacher
-from trainer.eagle.model import Eagle3DraftModel
 from trainer.eagle.optimizer import HeadOptimizer, build_optimizer
 from trainer.eagle.reporting import (
     EvalMetrics,

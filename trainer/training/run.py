@@ -13,16 +13,16 @@ from typing import Any
 
 import torch
 
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.export import RUN_HEAD_DIRNAME
+from engine.heads.head_format import draft_variant
 from trainer.config import TrainConfig
 from trainer.eagle.budget_clock import Clock, budget_clock
-from trainer.eagle.config import Eagle3HeadConfig
 from trainer.eagle.data import (
     PREPARED_DIR,
     DataStats,
     PreparedData,
 )
-from trainer.eagle.export import RUN_HEAD_DIRNAME
-from trainer.eagle.head_format import draft_variant
 from trainer.eagle.reporting import (
     DataSummary,
     DraftHeadSummary,

@@ -23,8 +23,8 @@ from db.queries.role import get_role_credentials
 from db.queries.sagemaker_model import get_sagemaker_model_by_name
 from db.session import session_scope
 from db.settings import Settings
-from trainer.eagle.export import resolve_head_dir
-from trainer.eagle.serving_settings import served_speculative_tokens
+from engine.heads.export import resolve_head_dir
+from engine.heads.serving_settings import served_speculative_tokens
 from worker.artifact_cache import ArtifactCache, cache_root
 from worker.s3_snapshot import S3Snapshot, SnapshotEntry, safe_relative_path
 

@@ -27,9 +27,9 @@ from core.job_errors import JobFailedError
 from core.output_layout import BASE_TRAIN_RUN
 from core.s3 import S3Location, s3_client
 from core.s3_store import S3Store
-from trainer.eagle.head_format import InvalidHeadError, draft_variant
+from engine.heads.head_format import InvalidHeadError, draft_variant
+from engine.heads.validate import validate_head
 from trainer.eagle.reporting import TrainProgress
-from trainer.eagle.validate import validate_head
 from trainer.train import HEAD_DIRNAME, train
 from worker.artifacts import HeadInput, TrainingDataInput, required
 from worker.base_head_recipe import (

@@ -25,9 +25,9 @@ from core.job_errors import JobFailedError
 from core.model_source import ModelData, eagle_head_location, model_location
 from core.s3 import S3Location
 from core.s3_store import S3Store, s3_errors
-from trainer.eagle.capture import UnsupportedArchitectureError, check_supported
-from trainer.eagle.head_format import InvalidHeadError, draft_variant
-from trainer.eagle.validate import validate_head
+from engine.capture import UnsupportedArchitectureError, check_supported
+from engine.heads.head_format import InvalidHeadError, draft_variant
+from engine.heads.validate import validate_head
 from trainer.file_digest import sha256_of
 from worker.artifacts import BaseModelInput, HeadInput
 from worker.context import JobContext

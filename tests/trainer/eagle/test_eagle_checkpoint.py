@@ -8,6 +8,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.model import Eagle3DraftModel
 from trainer.eagle.checkpoint import (
     best_checkpoint,
     latest_checkpoint,
@@ -15,8 +17,6 @@ from trainer.eagle.checkpoint import (
     read_checkpoint_state,
     save_checkpoint,
 )
-from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.model import Eagle3DraftModel
 from trainer.models.tiny import tiny_target_config
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.eagle.capture import SUPPORTED_ARCHITECTURES
+from engine.capture import SUPPORTED_ARCHITECTURES
 from trainer.eagle.features import FeatureCache, TargetFeatures, TargetTeacher, _compact
 from trainer.eagle.ttt import teacher_positions, teacher_targets
 from trainer.models.tiny import build_tiny_target

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from trainer.eagle.config import Eagle3HeadConfig
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.model import Eagle3DraftModel
 from trainer.eagle.head_init import init_head_from_target
-from trainer.eagle.model import Eagle3DraftModel
 from trainer.models.tiny import build_tiny_target
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F  # noqa: N812 - the conventional name
 
-from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.model import Eagle3DraftModel, TTTKeyValues
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.model import Eagle3DraftModel, TTTKeyValues
 from trainer.eagle.ttt import draft_ids_of, teacher_targets, teacher_targets_from_kept_logits, ttt_loss
 from trainer.models.tiny import tiny_target_config
 

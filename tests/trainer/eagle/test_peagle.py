@@ -10,14 +10,14 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the conventional name
 from safetensors.torch import load_file, save_file
 
-from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.export import export_head, load_head
-from trainer.eagle.head_format import InvalidHeadError
-from trainer.eagle.model import DraftKVCache
-from trainer.eagle.peagle import PEagleDraftModel, PEagleHeadConfig, default_mask_token_id
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.export import export_head, load_head
+from engine.heads.head_format import InvalidHeadError
+from engine.heads.model import DraftKVCache
+from engine.heads.peagle import PEagleDraftModel, PEagleHeadConfig, default_mask_token_id
+from engine.heads.validate import validate_head
 from trainer.eagle.peagle_ttt import parallel_loss
 from trainer.eagle.ttt import teacher_targets
-from trainer.eagle.validate import validate_head
 from trainer.models.tiny import build_tiny_target
 
 VOCAB = 64

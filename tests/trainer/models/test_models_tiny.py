@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from trainer.eagle.capture import SUPPORTED_ARCHITECTURES, UnsupportedArchitectureError
+from engine.capture import SUPPORTED_ARCHITECTURES, UnsupportedArchitectureError
 from trainer.models.tiny import (
     TINY_VOCAB_SIZE,
     build_tiny_target,

@@ -14,8 +14,8 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
-from speculative.recurrent_state import ForwardSnapshot, has_recurrent_state, snapshot, undo_last_tokens
-from trainer.eagle.capture import TargetFeatureCapture
+from engine.capture import TargetFeatureCapture
+from engine.recurrent_state import ForwardSnapshot, has_recurrent_state, snapshot, undo_last_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class TargetRunner:
     capture); ``forward`` appends tokens to the cache; ``rollback`` forgets the last
     positions, e.g. rejected drafts after a verification. A target with recurrent state
     (linear attention) is rolled back by restoring the state from before the last forward
-    and running the kept tokens again (``speculative.recurrent_state``).
+    and running the kept tokens again (``engine.recurrent_state``).
     """
 
     def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int] | None = None) -> None:

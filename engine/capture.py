@@ -21,11 +21,11 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 from transformers import PretrainedConfig, PreTrainedModel
 
-from trainer.eagle.hooks import ScopedHooks, layer_input
+from engine.hooks import ScopedHooks, layer_input
 
 # Every architecture keeps its decoder layers at ``model.model.layers`` and calls each
 # layer with the hidden state as the first argument; each one is tested in
-# tests/trainer/eagle/test_capture.py against ``output_hidden_states``.
+# tests/engine/test_engine_capture.py against ``output_hidden_states``.
 SUPPORTED_ARCHITECTURES: tuple[str, ...] = (
     "LlamaForCausalLM",
     "Qwen2ForCausalLM",
@@ -45,7 +45,7 @@ def linear_attention_reason(config: PretrainedConfig) -> str | None:
 
     It packs every sequence's new tokens into one row and keeps only key/value caches;
     linear-attention layers (Qwen3-Next) need a recurrent state per sequence, which the
-    serving engine then keeps with one forward per sequence (``serving.recurrent_target``).
+    serving engine then keeps with one forward per sequence (``engine.recurrent_target``).
     """
     layer_types = getattr(config.get_text_config(), "layer_types", None) or []
     if "linear_attention" not in layer_types:
@@ -53,7 +53,7 @@ def linear_attention_reason(config: PretrainedConfig) -> str | None:
     architecture = (getattr(config, "architectures", None) or [config.model_type])[0]
     return (
         f"{architecture} has linear-attention layers, whose per-sequence recurrent state one packed "
-        "row cannot hold; serve it through serving.recurrent_target.RecurrentTarget"
+        "row cannot hold; serve it through engine.recurrent_target.RecurrentTarget"
     )
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import PreTrainedModel
 
+from engine.packed_generation import Recording, generate_packed, packing_supported
 from engine.sampling import Sampling, sample_tokens
-from trainer.eagle.packed_generation import Recording, generate_packed, packing_supported
 from trainer.models.tiny import build_tiny_target
 
 VOCAB = 96

@@ -16,10 +16,10 @@ import torch
 from safetensors import SafetensorError, safe_open
 from transformers import PretrainedConfig
 
-from trainer.eagle import eagle2_format
-from trainer.eagle.capture import check_aux_layer_ids
-from trainer.eagle.config import AUX_LAYER_ID_CONVENTION, Eagle3HeadConfig, default_aux_layer_ids
-from trainer.eagle.head_format import (
+from engine.capture import check_aux_layer_ids
+from engine.heads import eagle2_format
+from engine.heads.config import AUX_LAYER_ID_CONVENTION, Eagle3HeadConfig, default_aux_layer_ids
+from engine.heads.head_format import (
     CONFIG_FILE,
     WEIGHTS_FILE,
     InvalidHeadError,

@@ -12,12 +12,12 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedModel
 
-from trainer.eagle.capture import input_embedding_weight
-from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.export import RUN_HEAD_DIRNAME, export_head, load_head, resolve_head_dir
-from trainer.eagle.head_format import InvalidHeadError
-from trainer.eagle.model import DraftKVCache, Eagle3DraftModel
-from trainer.eagle.validate import validate_head
+from engine.capture import input_embedding_weight
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.export import RUN_HEAD_DIRNAME, export_head, load_head, resolve_head_dir
+from engine.heads.head_format import InvalidHeadError
+from engine.heads.model import DraftKVCache, Eagle3DraftModel
+from engine.heads.validate import validate_head
 from trainer.models.tiny import build_tiny_target
 
 VOCAB = 300

@@ -4,7 +4,7 @@
 linear-attention layer would fold all sequences of that row into one recurrent state. Here
 each sequence keeps its own transformers cache and its segment runs in its own batch-1
 forward, so a step costs one forward per sequence instead of one for the batch. A rejected
-draft is undone as ``speculative.recurrent_state`` describes: restore the state from before
+draft is undone as ``engine.recurrent_state`` describes: restore the state from before
 the verification and run the accepted tokens again.
 """
 
@@ -16,9 +16,9 @@ from contextlib import ExitStack
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from engine.capture import TargetFeatureCapture
+from engine.recurrent_state import ForwardSnapshot, snapshot, undo_last_tokens
 from engine.segments import Segment, SegmentOutput, SequenceCache
-from speculative.recurrent_state import ForwardSnapshot, snapshot, undo_last_tokens
-from trainer.eagle.capture import TargetFeatureCapture
 
 
 class RecurrentSequenceCache:

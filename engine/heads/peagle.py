@@ -19,8 +19,8 @@ from pydantic import Field, model_validator
 from torch import nn
 from transformers import PretrainedConfig
 
-from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.model import Eagle3DecoderLayer, Eagle3DraftModel, _rotate
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.model import Eagle3DecoderLayer, Eagle3DraftModel, _rotate
 
 
 class PEagleHeadConfig(Eagle3HeadConfig):

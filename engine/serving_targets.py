@@ -7,13 +7,13 @@ from collections.abc import Sequence
 
 from transformers import PreTrainedModel
 
+from engine.capture import linear_attention_reason
+from engine.feature_recorder import GenerationRecorder
+from engine.packed_target import PackedTarget
+from engine.recurrent_target import RecurrentTarget
 from engine.runner import pool_positions
 from engine.segments import ServingTarget
 from engine.slot_target import SlotTarget
-from serving.recurrent_target import RecurrentTarget
-from trainer.eagle.capture import linear_attention_reason
-from trainer.eagle.generation_features import GenerationRecorder
-from trainer.eagle.packed_target import PackedTarget
 
 ATTENTION_KINDS = ("auto", "packed", "slots")
 

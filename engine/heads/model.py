@@ -29,7 +29,7 @@ from transformers.models.llama.modeling_llama import (
     rotate_half,
 )
 
-from trainer.eagle.config import Eagle3HeadConfig
+from engine.heads.config import Eagle3HeadConfig
 
 # (queries, new keys, new values) -> attention output; keys/values are not yet GQA-expanded.
 AttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

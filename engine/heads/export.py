@@ -11,15 +11,15 @@ import torch
 from safetensors.torch import save_file
 from transformers import PreTrainedModel
 
-from trainer.eagle import eagle2_format
-from trainer.eagle.capture import input_embedding_weight, output_head
-from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.eagle2_model import build_draft_model
-from trainer.eagle.head_format import CONFIG_FILE, WEIGHTS_FILE, export_config, exported_head_tensors
-from trainer.eagle.model import Eagle3DraftModel
-from trainer.eagle.peagle import PEagleDraftModel, PEagleHeadConfig
-from trainer.eagle.serving_settings import SpeculativeTokens, with_serving_settings
-from trainer.eagle.validate import read_head_tensors, validate_head
+from engine.capture import input_embedding_weight, output_head
+from engine.heads import eagle2_format
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.eagle2_model import build_draft_model
+from engine.heads.head_format import CONFIG_FILE, WEIGHTS_FILE, export_config, exported_head_tensors
+from engine.heads.model import Eagle3DraftModel
+from engine.heads.peagle import PEagleDraftModel, PEagleHeadConfig
+from engine.heads.serving_settings import SpeculativeTokens, with_serving_settings
+from engine.heads.validate import read_head_tensors, validate_head
 
 
 def export_head(
@@ -32,7 +32,7 @@ def export_head(
 ) -> Path:
     """Write ``config.json`` + ``model.safetensors`` into ``out_dir``, replacing what was there.
 
-    The config carries the serving settings (trainer.eagle.serving_settings): K is the
+    The config carries the serving settings (engine.heads.serving_settings): K is the
     trained one, ``trained_speculative_tokens`` (TTT steps), until a benchmark recommends
     another; ``verifier`` names the target the head drafts for (its path or id).
 

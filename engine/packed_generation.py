@@ -6,7 +6,7 @@ the prefill. Distillation replies vary from a few tokens to the length cap, so o
 that waste was a third or more of the target's time.
 
 Here each step runs the target once over the packed new tokens of up to ``batch_size`` rows
-(``trainer.eagle.packed_attention``: each row attends to its own keys and values): a
+(``engine.packed_attention``: each row attends to its own keys and values): a
 joining row's whole prompt, every other row's last token. A row leaves as soon as it emits a
 stop token or reaches ``max_new_tokens``, and the next prompt joins at the following step. No
 padding is ever computed.
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
+from engine.feature_recorder import GenerationRecorder
 from engine.generation import check_arguments
+from engine.packed_attention import SequenceKV
+from engine.packed_target import PackedTarget, uses_full_attention
 from engine.replies import Reply, SampleFeatures
 from engine.sampling import Sampling, next_tokens
 from engine.segments import Segment
-from trainer.eagle.generation_features import GenerationRecorder
-from trainer.eagle.packed_attention import SequenceKV
-from trainer.eagle.packed_target import PackedTarget, uses_full_attention
 
 
 @dataclass(frozen=True, slots=True)

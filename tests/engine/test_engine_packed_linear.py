@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from speculative.packed_linear import PackedLinear, pack_linear_layers, packable_dtypes, packing_available
+from engine.packed_linear import PackedLinear, pack_linear_layers, packable_dtypes, packing_available
 from tests.speculative.engine_doubles import tiny_target
 
 pytestmark = pytest.mark.skipif(

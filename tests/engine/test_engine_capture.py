@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import DynamicCache, LlamaConfig
 
-from trainer.eagle.capture import (
+from engine.capture import (
     SUPPORTED_ARCHITECTURES,
     TargetFeatureCapture,
     UnsupportedArchitectureError,

@@ -26,7 +26,7 @@ def default_aux_layer_ids(num_target_layers: int) -> list[int]:
 
 
 # What EAGLE_VARIANT names. A P-EAGLE head is an EAGLE-3 head with mask slots, so a head's
-# config records only its family (HeadFamily) and P-EAGLE's extra fields (trainer.eagle.peagle).
+# config records only its family (HeadFamily) and P-EAGLE's extra fields (engine.heads.peagle).
 DraftVariant = Literal["eagle3", "eagle2", "peagle"]
 HeadFamily = Literal["eagle3", "eagle2"]
 

@@ -8,7 +8,7 @@ own keys and values.
 
 Why packing rather than a right-padded batch: the serving engine's greedy output must be
 the target's plain greedy output token for token. With the oneDNN-packed linears
-(``speculative.packed_linear``) each row's projection is bit-for-bit the same whatever
+(``engine.packed_linear``) each row's projection is bit-for-bit the same whatever
 the number of rows, and here each sequence's attention is the very call batch-1 decoding
 makes (``sdpa_attention_forward`` with the same shapes and the same mask), so each
 sequence's logits are bit-for-bit those of decoding it alone. A padded batch changes the

@@ -16,8 +16,8 @@ import torch
 from torch import nn
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm
 
-from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.model import AttendFn, Eagle3Attention, Eagle3DraftModel, gather_positions
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.model import AttendFn, Eagle3Attention, Eagle3DraftModel, gather_positions
 
 
 class Eagle2DecoderLayer(nn.Module):

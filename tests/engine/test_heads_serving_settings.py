@@ -10,11 +10,11 @@ import pytest
 import torch
 from transformers import AutoConfig, PreTrainedModel
 
-from trainer.eagle.capture import input_embedding_weight
-from trainer.eagle.config import Eagle3HeadConfig
-from trainer.eagle.export import export_head, load_head
-from trainer.eagle.model import Eagle3DraftModel
-from trainer.eagle.serving_settings import (
+from engine.capture import input_embedding_weight
+from engine.heads.config import Eagle3HeadConfig
+from engine.heads.export import export_head, load_head
+from engine.heads.model import Eagle3DraftModel
+from engine.heads.serving_settings import (
     DEFAULT_SPECULATIVE_TOKENS,
     SpeculativeTokens,
     recorded_speculative_tokens,

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SPECULATORS_MODEL_TYPE = "eagle3"
 PEAGLE_SPECULATORS_MODEL_TYPE = "peagle"
-# The native architecture of a P-EAGLE head (trainer.eagle.head_format writes it).
+# The native architecture of a P-EAGLE head (engine.heads.head_format writes it).
 PEAGLE_ARCHITECTURE = "PeagleLlamaForCausalLM"
 PROPOSAL_TYPE = "greedy"  # one chain of K drafts, top-1 acceptance: what the engines verify
 # A head exported without training (random_head) still needs a K for the format to be valid.

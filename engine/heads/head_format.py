@@ -15,15 +15,15 @@ import torch
 from pydantic import ValidationError
 from torch import nn
 
-from trainer.eagle import eagle2_format
-from trainer.eagle.config import (
+from engine.heads import eagle2_format
+from engine.heads.config import (
     AUX_LAYER_ID_CONVENTION,
     DraftVariant,
     Eagle3HeadConfig,
     final_feature_layer_id,
 )
-from trainer.eagle.peagle import PEagleHeadConfig
-from trainer.eagle.serving_settings import PEAGLE_ARCHITECTURE
+from engine.heads.peagle import PEagleHeadConfig
+from engine.heads.serving_settings import PEAGLE_ARCHITECTURE
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from trainer.eagle.config import Eagle3HeadConfig
+from engine.heads.config import Eagle3HeadConfig
 
 HEAD_ARCHITECTURE_EAGLE2 = "EagleLlamaForCausalLM"
 DRAFT_VOCAB_FILE = "draft_vocab.json"

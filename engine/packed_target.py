@@ -8,14 +8,14 @@ from contextlib import ExitStack
 import torch
 from transformers import PreTrainedModel
 
-from engine.segments import Segment, SegmentOutput, SequenceCache, check_keep
-from trainer.eagle.capture import (
+from engine.capture import (
     TargetFeatureCapture,
     UnsupportedArchitectureError,
     decoder_layers,
     linear_attention_reason,
 )
-from trainer.eagle.packed_attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
+from engine.packed_attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
+from engine.segments import Segment, SegmentOutput, SequenceCache, check_keep
 
 
 class PackedTarget:

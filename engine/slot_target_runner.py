@@ -17,10 +17,10 @@ from contextlib import contextmanager
 import torch
 from transformers import PreTrainedModel
 
+from engine.feature_recorder import GenerationRecorder
 from engine.generation import batching_supported
 from engine.runner import SlotRunner, key_length_for, pool_positions
-from speculative.target import TargetOutput
-from trainer.eagle.generation_features import GenerationRecorder
+from engine.target import TargetOutput
 
 
 def slot_runner_wanted(model: PreTrainedModel, wanted: bool | None) -> bool:

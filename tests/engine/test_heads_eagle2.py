@@ -10,15 +10,15 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedModel
 
-from trainer.eagle.capture import TargetFeatureCapture, decoder_layers, input_embedding_weight
-from trainer.eagle.config import Eagle3HeadConfig, default_variant
-from trainer.eagle.eagle2_format import DRAFT_VOCAB_FILE, HEAD_ARCHITECTURE_EAGLE2
-from trainer.eagle.eagle2_model import Eagle2DraftModel, build_draft_model
-from trainer.eagle.export import export_head, load_head
-from trainer.eagle.head_format import InvalidHeadError
+from engine.capture import TargetFeatureCapture, decoder_layers, input_embedding_weight
+from engine.heads.config import Eagle3HeadConfig, default_variant
+from engine.heads.eagle2_format import DRAFT_VOCAB_FILE, HEAD_ARCHITECTURE_EAGLE2
+from engine.heads.eagle2_model import Eagle2DraftModel, build_draft_model
+from engine.heads.export import export_head, load_head
+from engine.heads.head_format import InvalidHeadError
+from engine.heads.model import DraftKVCache
+from engine.heads.validate import validate_head
 from trainer.eagle.head_init import init_head_from_target
-from trainer.eagle.model import DraftKVCache
-from trainer.eagle.validate import validate_head
 from trainer.models.tiny import build_tiny_target
 
 VOCAB = 300
