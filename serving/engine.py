@@ -14,9 +14,10 @@ Each step:
    (``engine.packed_target``). A target with linear-attention layers (Qwen3-Next)
    cannot share a packed row's recurrent state, so it runs one batch-1 forward per
    sequence instead (``engine.recurrent_target``).
-4. Each sequence verifies its own drafts (greedy or speculative sampling, from
-   ``speculative.verification``), keeps its accepted prefix plus the target's token,
-   and crops its KV cache by the drafts it rejected: acceptance is ragged.
+4. Greedy sequences are verified together on the device, their verdicts read back in one
+   host sync (``speculative.verification.verify_greedy_rows``); sampled ones each run
+   speculative sampling. Each keeps its accepted prefix plus the target's token and crops
+   its KV cache by the drafts it rejected: acceptance is ragged.
 
 Without a head (or with K = 0) it is plain decoding on the same engine, the baseline a
 speedup is measured against. Greedy output equals the target's plain greedy decoding of
@@ -47,6 +48,7 @@ from speculative.batch_draft import DraftRequest, propose_batch
 from speculative.decoder import SpeculativeDecoder, _check_head_fits, _eos_of
 from speculative.draft import Drafter, Proposal
 from speculative.sequence import SequenceState
+from speculative.verification import Verdict, verify_greedy_rows
 
 logger = logging.getLogger(__name__)
 
@@ -217,13 +219,38 @@ class ServingEngine:
     def _step(self) -> None:
         k = self.speculation.num_tokens(len(self._active)) if self.head is not None else 0
         proposals = self._draft(k)
+        drafted = _drafted_ids(proposals)
         segments = [
-            self._segment(active, proposal) for active, proposal in zip(self._active, proposals, strict=True)
+            self._segment(active, proposal, ids)
+            for active, proposal, ids in zip(self._active, proposals, drafted, strict=True)
         ]
         outputs = self.target.forward(segments)
-        for active, proposal, output in zip(self._active, proposals, outputs, strict=True):
-            self._advance(active, proposal, output)
+        verdicts = self._greedy_verdicts(proposals, outputs)
+        for active, proposal, ids, output, verdict in zip(
+            self._active, proposals, drafted, outputs, verdicts, strict=True
+        ):
+            self._advance(active, proposal, ids, output, verdict)
         self.metrics.record_step(k)
+
+    def _greedy_verdicts(
+        self, proposals: list[Proposal | None], outputs: list[SegmentOutput]
+    ) -> list[Verdict | None]:
+        """The verdict of every greedy row (its next token alone when it drafted nothing), read
+        back in one host sync for the whole batch; None for sampled rows, verified one by one."""
+        verdicts: list[Verdict | None] = [None] * len(self._active)
+        rows = [index for index, active in enumerate(self._active) if active.handle.request.sampling.greedy]
+        if not rows:
+            return verdicts
+        no_drafts = torch.empty(0, dtype=torch.long, device=self.device)
+        drafts: list[torch.Tensor] = []
+        logits: list[torch.Tensor] = []
+        for index in rows:
+            proposal = proposals[index]
+            drafts.append(no_drafts if proposal is None else proposal.token_ids)
+            logits.append(outputs[index].logits if proposal is not None else outputs[index].logits[-1:])
+        for index, verdict in zip(rows, verify_greedy_rows(drafts, logits), strict=True):
+            verdicts[index] = verdict
+        return verdicts
 
     def _draft(self, k: int) -> list[Proposal | None]:
         """Up to ``k`` drafts for every sequence that can take them, in one batch."""
@@ -257,28 +284,41 @@ class ServingEngine:
         )
 
     @staticmethod
-    def _segment(active: _Active, proposal: Proposal | None) -> Segment:
+    def _segment(active: _Active, proposal: Proposal | None, drafted: list[int]) -> Segment:
         if not active.prefilled:
             return Segment(active.cache, active.sequence.prompt_ids, keep=1)
         tokens = [active.sequence.last_token]
         if proposal is not None:
-            tokens += [int(token) for token in proposal.token_ids.tolist()]
+            tokens += drafted
         return Segment(active.cache, tokens, keep=len(tokens))
 
-    def _advance(self, active: _Active, proposal: Proposal | None, output: SegmentOutput) -> None:
+    def _advance(
+        self,
+        active: _Active,
+        proposal: Proposal | None,
+        drafted: list[int],
+        output: SegmentOutput,
+        verdict: Verdict | None,
+    ) -> None:
+        """Keep what this step decided; ``verdict`` is given for greedy rows (``_greedy_verdicts``)."""
         params = active.handle.request.sampling
         if proposal is None:
-            token = SpeculativeDecoder._pick(output.logits[-1], params, active.generator)
+            token = (
+                verdict.next_token
+                if verdict is not None
+                else SpeculativeDecoder._pick(output.logits[-1], params, active.generator)
+            )
             if not active.prefilled:
                 self.metrics.prompt_tokens.inc(len(active.sequence.prompt_ids))
                 active.prefilled = True
             self._keep_features(active, output.features)
             self._emit(active, [token])
             return
-        verdict = SpeculativeDecoder._verify(
-            proposal.token_ids, proposal.probs, output.logits, params, active.generator
-        )
-        proposed = int(proposal.token_ids.shape[0])
+        if verdict is None:
+            verdict = SpeculativeDecoder._verify(
+                proposal.token_ids, proposal.probs, output.logits, params, active.generator
+            )
+        proposed = len(drafted)
         active.cache.crop(active.cache.length - (proposed - verdict.accepted))
         assert output.features is not None  # a head's forward always captures
         active.unseen = output.features[: verdict.accepted + 1]
@@ -286,7 +326,7 @@ class ServingEngine:
         active.handle.stats.accepted_per_step.append(verdict.accepted)
         self.speculation.observe(proposed, verdict.accepted)
         self.metrics.record_verification(proposed, verdict.accepted)
-        self._emit(active, [*proposal.token_ids[: verdict.accepted].tolist(), verdict.next_token])
+        self._emit(active, [*drafted[: verdict.accepted], verdict.next_token])
 
     @staticmethod
     def _keep_features(active: _Active, features: torch.Tensor | None) -> None:
@@ -324,3 +364,17 @@ class ServingEngine:
         active.session.close()
         if active.handle.finish_reason is not None:
             self.metrics.requests_finished.labels(finished_reason=active.handle.finish_reason).inc()
+
+
+def _drafted_ids(proposals: list[Proposal | None]) -> list[list[int]]:
+    """Each proposal's drafted ids on the host (the step's segments are host token lists), read
+    back in one sync for the whole batch rather than one per sequence; [] where none."""
+    drafted = [proposal.token_ids for proposal in proposals if proposal is not None]
+    flat: list[int] = torch.cat(drafted).tolist() if drafted else []
+    ids: list[list[int]] = []
+    start = 0
+    for proposal in proposals:
+        count = 0 if proposal is None else int(proposal.token_ids.shape[0])
+        ids.append(flat[start : start + count])
+        start += count
+    return ids

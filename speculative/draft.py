@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.heads.model import DraftKVCache, Eagle3DraftModel
+from engine.heads.peagle import PEagleDraftModel
 from speculative.sampling import SamplingParams, probabilities, sample
-from trainer.eagle.model import DraftKVCache, Eagle3DraftModel
-from trainer.eagle.peagle import PEagleDraftModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +154,7 @@ class Drafter:
     ) -> torch.Tensor:
         """The next draft token as a 0-d target id; records its distribution when sampling."""
         if params.greedy:
-            return self.draft_to_target[logits.argmax()]
+            return self._to_target(logits.argmax())
         if generator is None:
             raise ValueError("sampled drafting needs a generator")
         probs = probabilities(logits, params)
@@ -162,7 +162,12 @@ class Drafter:
         full = probs.new_zeros(self.target_vocab_size)
         full[self.draft_to_target] = probs
         token_probs.append(full)
-        return self.draft_to_target[draft_id]
+        return self._to_target(draft_id)
+
+    def _to_target(self, draft_id: torch.Tensor) -> torch.Tensor:
+        """The target id of a 0-d draft id, on the device: indexing with a 0-d tensor reads it
+        back to the host first (a sync per drafted token on a GPU), ``index_select`` does not."""
+        return self.draft_to_target.index_select(0, draft_id.reshape(1)).squeeze(0)
 
     def _require_cache(self) -> DraftKVCache:
         if self._cache is None:

@@ -10,9 +10,11 @@ from p. Every emitted token is then distributed exactly as the target's p.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from speculative.sampling import sample
 
@@ -34,6 +36,35 @@ def verify_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor) -> Verdi
     matches = (target_ids[:num_drafts] == draft_ids).int().cumprod(dim=0)
     accepted = int(matches.sum())
     return Verdict(accepted=accepted, next_token=int(target_ids[accepted]))
+
+
+def verify_greedy_rows(
+    draft_ids: Sequence[torch.Tensor], target_logits: Sequence[torch.Tensor]
+) -> list[Verdict]:
+    """``verify_greedy`` for every row of a batch at once, with one host sync for all of them.
+
+    Row ``r`` drafted ``draft_ids[r]`` [K_r] (K_r may be 0: plain decoding's next token) and
+    the target scored ``target_logits[r]`` [K_r+1, V]. Per-row verification reads two numbers
+    back per row, each a device-to-host sync that stalls a GPU's queue; here the acceptance of
+    every row is computed on the device and read back in one ``tolist``. The argmaxes are the
+    same per-row ones, so the verdicts are ``verify_greedy``'s, bit for bit."""
+    if len(draft_ids) != len(target_logits):
+        raise ValueError(f"{len(draft_ids)} rows of drafts but {len(target_logits)} of logits")
+    if not draft_ids:
+        return []
+    for row, (drafts, logits) in enumerate(zip(draft_ids, target_logits, strict=True)):
+        count = drafts.shape[0]
+        if logits.shape[0] != count + 1:
+            raise ValueError(f"row {row}: {count} drafts need {count + 1} logits, got {logits.shape[0]}")
+    # Padding never matches: the target side pads with -1, the draft side with -2.
+    targets = pad_sequence(
+        [logits.argmax(dim=-1) for logits in target_logits], batch_first=True, padding_value=-1
+    )
+    drafts = pad_sequence(list(draft_ids), batch_first=True, padding_value=-2).to(targets.dtype)
+    accepted = (targets[:, : drafts.shape[1]] == drafts).int().cumprod(dim=1).sum(dim=1)
+    next_tokens = targets.gather(1, accepted.unsqueeze(1).long()).squeeze(1)
+    pairs = torch.stack([accepted.long(), next_tokens], dim=1).tolist()
+    return [Verdict(accepted=int(count), next_token=int(token)) for count, token in pairs]
 
 
 def verify_sampled(
