@@ -3,11 +3,13 @@
     .venv/bin/python benchmarks/draft_batching.py --head RUN/eagle_model [--k 3] [--batches 1 2 4 8]
 
 For B held-out prompts (the run's ``heldout.jsonl``), the target prefills each prompt once
-to get its features; then, per repetition, every sequence commits its features and drafts
-K tokens, either with ``Drafter.propose`` in a loop (the head runs K times per sequence) or
-with ``propose_batch`` (the head runs K times for the whole batch), with the same weights
-packed as the engine packs them. Prints milliseconds per engine step for each batch size
-and the proposals' agreement (batched drafts must equal per-sequence ones).
+to get its features; each sequence's cache first holds ``--context`` of its positions (0:
+none), then every repetition adds the features of its next three positions and drafts K
+tokens, either with ``Drafter.propose`` in a loop (the head runs K times per sequence, each
+over its own cache) or with ``BatchDrafter.propose`` (the head runs K times for the whole
+batch, over one slot pool), with the same weights packed as the engine packs them. Prints
+milliseconds per engine step for each batch size and whether the drafts agree (they may
+differ at a near-tie: the two attend with kernels of different shapes).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
@@ -23,8 +26,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from engine.capture import TargetFeatureCapture
 from engine.heads.export import load_head
+from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
-from speculative.batch_draft import DraftRequest, propose_batch
+from speculative.batch_draft import BatchDrafter, DraftRequest
 from speculative.draft import Drafter, Proposal
 from speculative.evaluation import chat_prompts
 from speculative.sampling import SamplingParams
@@ -43,6 +47,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--prompts", type=Path, default=None, help="default: heldout.jsonl beside the head")
     parser.add_argument("--k", type=int, default=3, help="draft tokens per sequence per step")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument(
+        "--context", type=int, default=0, help="entries each cache holds before the timed step (0: none)"
+    )
     return parser.parse_args()
 
 
@@ -65,76 +72,125 @@ def main() -> None:
             features.append(capture.aux_hidden_states()[0])
 
     vocabulary = head.config.draft_vocab_size
-    print(f"K={args.k}, {torch.get_num_threads()} threads, head draft vocabulary {vocabulary}\n")
+    print(
+        f"K={args.k}, {torch.get_num_threads()} threads, head draft vocabulary {vocabulary}, "
+        f"{args.context} entries cached before each step\n"
+    )
     print("| sequences | per sequence (ms/step) | batched (ms/step) | speedup | same drafts |")
     print("|---|---|---|---|---|")
     for batch in args.batches:
         if batch > len(prompts):
             print(f"| {batch} | only {len(prompts)} held-out prompts | | | |")
             continue
-        requests = _requests(head, vocab, prompts[:batch], features[:batch], args.k)
-
-        def one_by_one(reqs: list[DraftRequest] = requests) -> list[Proposal]:
-            return [
-                r.drafter.propose(
-                    r.aux_hidden_states,
-                    r.next_token_ids,
-                    num_tokens=r.num_tokens,
-                    params=r.params,
-                    generator=None,
-                )
-                for r in reqs
-            ]
-
-        def together(reqs: list[DraftRequest] = requests) -> list[Proposal]:
-            return propose_batch(head, reqs)
-
-        alone_ms, alone = _time(one_by_one, requests)
-        batched_ms, batched = _time(together, requests)
+        alone_ms, alone = _one_by_one(
+            head, vocab, features[:batch], prompts[:batch], k=args.k, context=args.context
+        )
+        batched_ms, batched = _together(
+            head, vocab, features[:batch], prompts[:batch], k=args.k, context=args.context
+        )
         same = all(a.token_ids.tolist() == b.token_ids.tolist() for a, b in zip(alone, batched, strict=True))
         print(f"| {batch} | {alone_ms:.1f} | {batched_ms:.1f} | {alone_ms / batched_ms:.2f}x | {same} |")
 
 
-def _requests(
-    head: torch.nn.Module, vocab: int, prompts: list[list[int]], features: list[torch.Tensor], k: int
-) -> list[DraftRequest]:
-    """Each sequence's last few positions as one verification's worth of new features."""
-    requests = []
-    for ids, feature in zip(prompts, features, strict=True):
-        drafter = Drafter(head, vocab)  # type: ignore[arg-type]
-        new = min(3, len(ids) - 1)
-        requests.append(
-            DraftRequest(
-                drafter=drafter,
-                aux_hidden_states=feature[-new - 1 : -1],
-                next_token_ids=torch.tensor(ids[-new:]),
-                num_tokens=k,
-                params=SamplingParams(),
-                generator=None,
-            )
-        )
-    return requests
+def _split(ids: list[int], context: int) -> tuple[int, int]:
+    """(entries cached before the step, entries the step adds): the step adds the last three
+    positions' features, as one verification of a sequence in its reply hands the head."""
+    new = min(3, len(ids) - 1)
+    return min(context, len(ids) - 1 - new), new
 
 
-def _time(
-    propose: Callable[[], list[Proposal]], requests: list[DraftRequest]
+def _one_by_one(
+    head: Eagle3DraftModel,
+    vocab: int,
+    features: list[torch.Tensor],
+    prompts: list[list[int]],
+    *,
+    k: int,
+    context: int,
 ) -> tuple[float, list[Proposal]]:
-    """Median milliseconds of one step, each from a fresh draft cache holding the prompt's
-    earlier positions, as a sequence in the middle of its reply has."""
+    """``Drafter.propose`` for each sequence in turn, each over its own cache."""
+    drafters = [Drafter(head, vocab) for _ in prompts]
+    with ExitStack() as stack, torch.inference_mode():
+        for drafter, feature, ids in zip(drafters, features, prompts, strict=True):
+            stack.enter_context(drafter.session())
+            cached, _ = _split(ids, context)
+            if cached:
+                drafter.commit(feature[:cached], torch.tensor(ids[1 : cached + 1]))
+
+        def step() -> list[Proposal]:
+            made = []
+            for drafter, feature, ids in zip(drafters, features, prompts, strict=True):
+                cached, new = _split(ids, context)
+                made.append(
+                    drafter.propose(
+                        feature[cached : cached + new],
+                        torch.tensor(ids[cached + 1 : cached + new + 1]),
+                        num_tokens=k,
+                        params=SamplingParams(),
+                        generator=None,
+                    )
+                )
+                drafter.cache.crop(cached)  # back to the cached entries for the next repetition
+            return made
+
+        return _time(step)
+
+
+def _together(
+    head: Eagle3DraftModel,
+    vocab: int,
+    features: list[torch.Tensor],
+    prompts: list[list[int]],
+    *,
+    k: int,
+    context: int,
+) -> tuple[float, list[Proposal]]:
+    """``BatchDrafter.propose`` for all sequences at once, each in a slot of one pool."""
+    drafter = BatchDrafter(head, vocab, len(prompts))
+    slots = [drafter.slots.acquire() for _ in prompts]
+    with torch.inference_mode():
+        cached_requests = [
+            _request(slot, feature[:cached], ids[1 : cached + 1], k)
+            for slot, feature, ids in zip(slots, features, prompts, strict=True)
+            if (cached := _split(ids, context)[0])
+        ]
+        drafter.propose(cached_requests)
+        requests = []
+        for slot, feature, ids in zip(slots, features, prompts, strict=True):
+            cached, new = _split(ids, context)
+            requests.append(
+                _request(slot, feature[cached : cached + new], ids[cached + 1 : cached + new + 1], k)
+            )
+        starts = [drafter.slots.length(slot) for slot in slots]
+
+        def step() -> list[Proposal]:
+            made = drafter.propose(requests)
+            for slot, start in zip(slots, starts, strict=True):
+                drafter.slots.commit(slot, start)  # back to the cached entries
+            return made
+
+        return _time(step)
+
+
+def _request(slot: int, features: torch.Tensor, next_ids: list[int], k: int) -> DraftRequest:
+    return DraftRequest(
+        slot=slot,
+        aux_hidden_states=features,
+        next_token_ids=next_ids,
+        num_tokens=k,
+        params=SamplingParams(),
+        generator=None,
+    )
+
+
+def _time(step: Callable[[], list[Proposal]]) -> tuple[float, list[Proposal]]:
+    """Median milliseconds of one engine step (the first two repetitions warm up)."""
     times = []
     proposals: list[Proposal] = []
     for _ in range(REPETITIONS):
-        sessions = [request.drafter.session() for request in requests]
-        for session in sessions:
-            session.__enter__()
-        try:
-            with torch.inference_mode():
-                started = time.perf_counter()
-                proposals = propose()
-                times.append((time.perf_counter() - started) * 1000)
-        finally:
-            for session in sessions:
-                session.__exit__(None, None, None)
+        started = time.perf_counter()
+        proposals = step()
+        times.append((time.perf_counter() - started) * 1000)
     return statistics.median(times[2:]), proposals
 
 

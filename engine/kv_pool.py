@@ -61,6 +61,26 @@ class SlotKVPool:
             self._keys[layer], self._values[layer] = keys, values
         return keys, values
 
+    def ensure_positions(self, positions: int) -> None:
+        """Make room for ``positions`` positions a slot, doubling the capacity as often as that
+        takes (each allocated layer is copied once per doubling). The scratch position moves to
+        the new end; nothing written before is lost. For callers that cannot bound a row's length
+        up front, like the draft head of a serving batch."""
+        if positions < self.capacity:
+            return
+        capacity = self.capacity
+        while positions >= capacity:
+            capacity *= 2
+        old = self.capacity - 1  # the scratch position holds nothing worth keeping
+        for store in (self._keys, self._values):
+            for layer, tensor in enumerate(store):
+                if tensor is None:
+                    continue
+                grown = tensor.new_zeros((tensor.shape[0], tensor.shape[1], capacity, tensor.shape[3]))
+                grown[:, :, :old] = tensor[:, :, :old]
+                store[layer] = grown
+        self.capacity = capacity
+
     def move(self, sources: torch.Tensor, targets: torch.Tensor, length: int) -> None:
         """Copy positions ``0..length-1`` of each slot in ``sources`` to the matching ``targets``
         (a row moving down, or the shared prefix's slot into every joiner's)."""

@@ -7,8 +7,8 @@ Each step:
    ones have left after the previous step.
 2. The speculation policy picks K for this batch size. Every prefilled sequence with a
    head drafts up to K tokens (fewer near its ``max_new_tokens``) from its own draft
-   cache; the head runs once per chain step for all of them
-   (``speculative.batch_draft.propose_batch``).
+   slot of one pool; the head runs once per chain step for all of them
+   (``speculative.batch_draft.BatchDrafter``).
 3. One target forward over the packed new tokens of every sequence: a joining
    sequence's prompt, the others' pending token plus their drafts
    (``engine.packed_target``). A target with linear-attention layers (Qwen3-Next)
@@ -44,9 +44,9 @@ from engine.serving_targets import serving_target
 from serving.metrics import EngineMetrics
 from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
-from speculative.batch_draft import DraftRequest, propose_batch
+from speculative.batch_draft import BatchDrafter, DraftRequest
 from speculative.decoder import SpeculativeDecoder, _check_head_fits, _eos_of
-from speculative.draft import Drafter, Proposal
+from speculative.draft import Proposal
 from speculative.sequence import SequenceState
 from speculative.verification import Verdict, verify_greedy_rows
 
@@ -64,7 +64,7 @@ class _Active:
     sequence: SequenceState
     cache: SequenceCache
     generator: torch.Generator | None
-    drafter: Drafter | None
+    draft_slot: int | None  # its slot of the head's key/value pool, when it drafts
     session: ExitStack = field(default_factory=ExitStack)
     unseen: torch.Tensor | None = None  # target features the head has no cache entries for yet
     prefilled: bool = False
@@ -115,6 +115,11 @@ class ServingEngine:
             aux_layer_ids,
             attention=attention,
             max_sequences=max_batch_size,
+        )
+        self.drafter = (
+            BatchDrafter(self.head, self.vocab_size, max_batch_size)
+            if self.head is not None and self.speculation.max_tokens > 0
+            else None
         )
         self.metrics = EngineMetrics(max_positions=self.speculation.max_tokens)
         self._queue: queue.Queue[RequestHandle] = queue.Queue()
@@ -209,11 +214,10 @@ class ServingEngine:
             max_new_tokens=request.max_new_tokens,
             eos_token_ids=frozenset() if request.ignore_eos else self.eos_token_ids,
         )
-        active = _Active(handle, sequence, self.target.new_cache(), generator, drafter=None)
-        if self.head is not None and self.speculation.max_tokens > 0:
-            drafter = Drafter(self.head, self.vocab_size)
-            active.session.enter_context(drafter.session())
-            active.drafter = drafter
+        active = _Active(handle, sequence, self.target.new_cache(), generator, draft_slot=None)
+        if self.drafter is not None:
+            active.draft_slot = self.drafter.slots.acquire()
+            active.session.callback(self.drafter.slots.release, active.draft_slot)
         return active
 
     def _step(self) -> None:
@@ -255,29 +259,30 @@ class ServingEngine:
     def _draft(self, k: int) -> list[Proposal | None]:
         """Up to ``k`` drafts for every sequence that can take them, in one batch."""
         proposals: list[Proposal | None] = [None] * len(self._active)
-        if self.head is None or k < 1:
+        if self.drafter is None or k < 1:
             return proposals
         drafting: list[int] = []
         requests: list[DraftRequest] = []
         for index, active in enumerate(self._active):
-            request = self._draft_request(active, k)
+            request = self._draft_request(self.drafter, active, k)
             if request is not None:
                 drafting.append(index)
                 requests.append(request)
-        for index, proposal in zip(drafting, propose_batch(self.head, requests), strict=True):
+        for index, proposal in zip(drafting, self.drafter.propose(requests), strict=True):
             proposals[index] = proposal
         return proposals
 
-    def _draft_request(self, active: _Active, k: int) -> DraftRequest | None:
+    def _draft_request(self, drafter: BatchDrafter, active: _Active, k: int) -> DraftRequest | None:
         num_drafts = min(k, active.sequence.remaining - 1)
-        if active.drafter is None or not active.prefilled or num_drafts < 1 or active.unseen is None:
+        slot = active.draft_slot
+        if slot is None or not active.prefilled or num_drafts < 1 or active.unseen is None:
             return None
         # The head's entries lag the target by the positions it has not seen features of.
-        next_ids = active.sequence.tokens_in(active.drafter.length + 1, active.cache.length + 1)
+        next_ids = active.sequence.tokens_in(drafter.slots.length(slot) + 1, active.cache.length + 1)
         return DraftRequest(
-            drafter=active.drafter,
+            slot=slot,
             aux_hidden_states=active.unseen,
-            next_token_ids=torch.tensor(next_ids, dtype=torch.long, device=self.device),
+            next_token_ids=next_ids,
             num_tokens=num_drafts,
             params=active.handle.request.sampling,
             generator=active.generator,
@@ -331,7 +336,7 @@ class ServingEngine:
     @staticmethod
     def _keep_features(active: _Active, features: torch.Tensor | None) -> None:
         """Without drafts this step, the head still needs these positions' features later."""
-        if features is None or active.drafter is None:
+        if features is None or active.draft_slot is None:
             return
         active.unseen = features if active.unseen is None else torch.cat([active.unseen, features])
 

@@ -1,18 +1,25 @@
-"""Draft chains for many sequences at once: one head forward per chain step for the batch.
+"""Draft chains for a whole serving batch: one head forward per chain step, one pool.
 
-``Drafter.propose`` runs the head once per draft token for one sequence. In the serving
-engine that is ``K`` small forwards per sequence per step, and the head's per-call cost
-(a dozen kernels over one row) multiplied by the batch size. Here every sequence's new
-entries go through the head in one packed forward (``Eagle3DraftModel.forward_packed``:
-each sequence attends to its own draft cache only), then each chain step drafts the next
-token of every sequence still drafting in one forward over one row per sequence.
+``Drafter.propose`` runs the head once per draft token for one sequence, over a cache of its
+own. The serving engine drafts for every sequence of its batch at once instead: each
+sequence holds a slot of one key/value pool (``engine.heads.draft_slots``), and
 
-A P-EAGLE head needs no chain steps: each sequence's row also carries its K-1 mask
-slots, and that one packed forward gives every draft of every sequence.
+1. one forward over the padded batch ``[B, Q]`` adds every sequence's new entries (the
+   target features it has not seen yet) and gives each its first draft;
+2. each further chain step feeds every sequence's head output back with the token it just
+   drafted, one row per sequence, in one forward.
 
-Each sequence gets the tokens and distributions ``Drafter.propose`` would give it alone,
-and its cache ends at the same length: entries built from target features stay, the
-chain's own are dropped.
+So a step costs the same number of head forwards and attention calls whatever the batch
+size, and no Python runs per sequence between them: greedy rows take their argmax and map it
+to the target vocabulary on the device. Every sequence runs the longest chain asked for and
+keeps the drafts it asked for (fewer near its ``max_new_tokens``); sampled rows draw only
+those, so a seeded request draws what it would draw alone. A P-EAGLE head needs no chain
+steps: each row also carries its K-1 mask slots, and the one forward gives every draft.
+
+The chain's entries are never committed: the next proposal writes the accepted positions
+over them. Drafts equal ``Drafter.propose``'s up to the last bits of the attention (another
+kernel shape), which can change a near-tie; the target's verification keeps the output exact
+either way.
 """
 
 from __future__ import annotations
@@ -22,116 +29,199 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.heads.draft_slots import DraftSlots, device_ints
 from engine.heads.model import Eagle3DraftModel
 from engine.heads.peagle import PEagleDraftModel
-from speculative.draft import Drafter, Proposal
+from speculative.draft import Proposal, choose_draft, draft_to_target_table, to_target
 from speculative.sampling import SamplingParams
 
 
 @dataclass(frozen=True, slots=True)
 class DraftRequest:
-    """What one sequence asks of the batch: as ``Drafter.propose``'s arguments."""
+    """What one sequence asks of the batch: as ``Drafter.propose``'s arguments, with its slot."""
 
-    drafter: Drafter
-    aux_hidden_states: torch.Tensor  # [n, 3H] features of the drafter's next n positions
-    next_token_ids: torch.Tensor  # [n] the tokens one position later
+    slot: int
+    aux_hidden_states: torch.Tensor  # [n, F] features of the slot's next n positions
+    next_token_ids: list[int]  # the n tokens one position later, on the host (one copy for all)
     num_tokens: int
     params: SamplingParams
     generator: torch.Generator | None
 
 
-def propose_batch(head: Eagle3DraftModel, requests: Sequence[DraftRequest]) -> list[Proposal]:
-    """A draft chain for every request, batching the head's forwards across them."""
-    if not requests:
-        return []
-    if any(request.drafter.head is not head for request in requests):
-        raise ValueError("every request's drafter must run the head given")
-    if any(request.num_tokens < 1 for request in requests):
-        raise ValueError("every request must ask for at least 1 draft token")
-    if isinstance(head, PEagleDraftModel):
-        return _propose_parallel_batch(head, requests)
-    caches = [request.drafter.cache for request in requests]
-    lengths = [int(request.next_token_ids.shape[0]) for request in requests]
-    committed = [cache.length + length for cache, length in zip(caches, lengths, strict=True)]
-    device = requests[0].next_token_ids.device
-    positions = torch.cat(
-        [torch.arange(cache.length, end, device=device) for cache, end in zip(caches, committed, strict=True)]
-    )
-    hidden = head.fuse(torch.cat([request.aux_hidden_states for request in requests]).unsqueeze(0))
-    ids = torch.cat([request.next_token_ids for request in requests]).unsqueeze(0)
-    out = head.forward_packed(ids, hidden, positions.unsqueeze(0), caches, lengths)
-    last_rows = torch.tensor(lengths, device=device).cumsum(0) - 1
-    prenorm = out[0, last_rows]  # [B, H]: each sequence's newest entry
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where each sequence's entries go in the padded first forward (host side)."""
 
-    drafted: list[list[torch.Tensor]] = [[] for _ in requests]
-    probs: list[list[torch.Tensor]] = [[] for _ in requests]
-    live = list(range(len(requests)))  # sequences still drafting, in the rows of ``prenorm``
-    step = 0
-    while True:
-        logits = head.compute_logits(prenorm)
-        for row, index in enumerate(live):
-            request = requests[index]
-            token = request.drafter.choose(logits[row], request.params, request.generator, probs[index])
-            drafted[index].append(token)
-        keep = [row for row, index in enumerate(live) if len(drafted[index]) < requests[index].num_tokens]
-        if not keep:
-            break
-        live = [live[row] for row in keep]
-        # The chain feeds each head output back with the token it just drafted.
-        tokens = torch.stack([drafted[index][-1] for index in live]).unsqueeze(0)
-        chain_positions = torch.tensor([[committed[index] + step for index in live]], device=device)
-        live_caches = [caches[index] for index in live]
-        prenorm = head.forward_packed(
-            tokens, prenorm[keep].unsqueeze(0), chain_positions, live_caches, [1] * len(live)
-        )[0]
-        step += 1
-    for cache, length in zip(caches, committed, strict=True):
-        cache.crop(length)
-    return [
-        Proposal(token_ids=torch.stack(tokens), probs=torch.stack(rows) if rows else None)
-        for tokens, rows in zip(drafted, probs, strict=True)
-    ]
+    width: int  # Q: the widest row
+    starts: list[int]  # committed entries of each slot before this proposal
+    new: list[int]  # entries built from target features, per row
+    extra: list[int]  # P-EAGLE mask slots after them, per row
+    longest_chain: int  # the most drafts any row asks for
+
+    @property
+    def committed(self) -> list[int]:
+        return [start + new for start, new in zip(self.starts, self.new, strict=True)]
 
 
-def _propose_parallel_batch(head: PEagleDraftModel, requests: Sequence[DraftRequest]) -> list[Proposal]:
-    """P-EAGLE: every sequence's new entries and its K-1 mask slots in one packed forward."""
-    caches = [request.drafter.cache for request in requests]
-    new = [int(request.next_token_ids.shape[0]) for request in requests]
-    slots = [request.num_tokens - 1 for request in requests]
-    device = requests[0].next_token_ids.device
-    ids: list[torch.Tensor] = []
-    hidden: list[torch.Tensor] = []
-    positions: list[torch.Tensor] = []
-    for request, cache, count, masks in zip(requests, caches, new, slots, strict=True):
-        mask_ids, mask_hidden = head.mask_inputs(masks, dtype=request.aux_hidden_states.dtype)
-        ids += [request.next_token_ids, mask_ids.to(device)]
-        hidden += [head.fuse(request.aux_hidden_states), mask_hidden]
-        positions.append(torch.arange(cache.length, cache.length + count + masks, device=device))
-    committed = [cache.length + count for cache, count in zip(caches, new, strict=True)]
-    lengths = [count + masks for count, masks in zip(new, slots, strict=True)]
-    out = head.forward_packed(
-        torch.cat(ids).unsqueeze(0),
-        torch.cat(hidden).unsqueeze(0),
-        torch.cat(positions).unsqueeze(0),
-        caches,
-        lengths,
-    )[0]
-    # Each sequence's drafts come from its last real entry and its mask slots.
-    ends = torch.tensor(lengths, device=device).cumsum(0).tolist()
-    rows = torch.cat(
-        [torch.arange(end - masks - 1, end, device=device) for end, masks in zip(ends, slots, strict=True)]
-    )
-    logits = head.compute_logits(out[rows])
-    for cache, length in zip(caches, committed, strict=True):
-        cache.crop(length)
-    proposals: list[Proposal] = []
-    start = 0
-    for request in requests:
-        probs: list[torch.Tensor] = []
-        tokens = [
-            request.drafter.choose(row, request.params, request.generator, probs)
-            for row in logits[start : start + request.num_tokens]
+@dataclass(frozen=True, slots=True)
+class _FirstForward:
+    """The first forward's output [B, Q, H] and the device side of its layout."""
+
+    out: torch.Tensor
+    rows: torch.Tensor  # [B, 1] each row's slot
+    positions: torch.Tensor  # [B, Q]
+    last: torch.Tensor  # [B] each row's newest entry built from a feature
+    extra: torch.Tensor  # [B] each row's mask slots (P-EAGLE)
+
+
+class BatchDrafter:
+    """Runs ``head`` for up to ``max_sequences`` sequences, each in a slot of one pool."""
+
+    def __init__(self, head: Eagle3DraftModel, target_vocab_size: int, max_sequences: int) -> None:
+        self.head = head
+        self.target_vocab_size = target_vocab_size
+        self.draft_to_target = draft_to_target_table(head)
+        self.slots = DraftSlots(max_sequences, self.draft_to_target.device)
+
+    def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
+        """Add each request's entries to its slot, then draft its ``num_tokens`` tokens."""
+        if not requests:
+            return []
+        if any(request.num_tokens < 1 for request in requests):
+            raise ValueError("every request must ask for at least 1 draft token")
+        if len({request.slot for request in requests}) < len(requests):
+            raise ValueError("two requests share a draft slot")
+        parallel = isinstance(self.head, PEagleDraftModel)
+        layout = self._layout(requests, parallel)
+        first = self._first_forward(requests, layout)
+        committed = layout.committed
+        for request, length in zip(requests, committed, strict=True):
+            self.slots.commit(request.slot, length)
+        out = first.out
+        batch = torch.arange(len(requests), device=out.device)
+        drafts: list[torch.Tensor] = []
+        probs: list[list[torch.Tensor]] = [[] for _ in requests]
+        if parallel:
+            # The newest entry and the mask slots after it give every draft at once.
+            offsets = torch.arange(layout.longest_chain, device=out.device)
+            columns = first.last[:, None] + torch.minimum(offsets[None, :], first.extra[:, None])
+            logits = self.head.compute_logits(out[batch[:, None], columns])  # [B, K, V]
+            drafts = [
+                self._choose(logits[:, step], requests, step, probs) for step in range(layout.longest_chain)
+            ]
+        else:
+            # Each row's newest entry drafts its first token; the chain goes on from there.
+            prenorm = out[batch, first.last]  # [B, H]
+            drafts.append(self._choose(self.head.compute_logits(prenorm), requests, 0, probs))
+            chain_positions = first.positions[batch, first.last][:, None]
+            for step in range(1, layout.longest_chain):
+                chain_positions = chain_positions + 1
+                head_step = self.slots.step(first.rows, chain_positions, max(committed) + step)
+                prenorm = self.head.forward_slots(drafts[-1][:, None], prenorm[:, None], head_step)[:, 0]
+                drafts.append(self._choose(self.head.compute_logits(prenorm), requests, step, probs))
+        tokens = torch.stack(drafts, dim=1)  # [B, longest chain]
+        return [
+            Proposal(
+                token_ids=tokens[row, : request.num_tokens],
+                probs=torch.stack(probs[row]) if probs[row] else None,
+            )
+            for row, request in enumerate(requests)
         ]
-        start += request.num_tokens
-        proposals.append(Proposal(token_ids=torch.stack(tokens), probs=torch.stack(probs) if probs else None))
-    return proposals
+
+    def _layout(self, requests: Sequence[DraftRequest], parallel: bool) -> _Layout:
+        starts = [self.slots.length(request.slot) for request in requests]
+        new = [len(request.next_token_ids) for request in requests]
+        extra = [request.num_tokens - 1 if parallel else 0 for request in requests]
+        longest_chain = max(request.num_tokens for request in requests)
+        layout = _Layout(
+            width=max(n + e for n, e in zip(new, extra, strict=True)),
+            starts=starts,
+            new=new,
+            extra=extra,
+            longest_chain=longest_chain,
+        )
+        # The chain writes past the committed entries; the pool grows before any write.
+        furthest = max(
+            [s + n + e for s, n, e in zip(starts, new, extra, strict=True)]
+            + [max(layout.committed) + longest_chain - 1]
+        )
+        self.slots.pool.ensure_positions(furthest)
+        return layout
+
+    def _first_forward(self, requests: Sequence[DraftRequest], layout: _Layout) -> _FirstForward:
+        """The padded forward adding every row's new entries (and P-EAGLE mask slots)."""
+        batch, width = len(requests), layout.width
+        # The layout on the host, copied to the device in one transfer with the new token ids:
+        # the row and column of each feature entry and each mask slot, the position of every
+        # cell of the padded batch (the pool's scratch for padding), each row's slot, newest
+        # entry and mask count.
+        entries: tuple[list[int], list[int]] = ([], [])
+        masks: tuple[list[int], list[int]] = ([], [])
+        grid = [self.slots.pool.scratch] * (batch * width)
+        for row, (start, new, extra) in enumerate(zip(layout.starts, layout.new, layout.extra, strict=True)):
+            for column in range(new + extra):
+                kind = entries if column < new else masks
+                kind[0].append(row)
+                kind[1].append(column)
+                grid[row * width + column] = start + column
+        slots = [request.slot for request in requests]
+        newest = [new - 1 for new in layout.new]
+        new_ids = [token for request in requests for token in request.next_token_ids]
+        sizes = [len(entries[0])] * 3 + [len(masks[0])] * 2 + [batch * width] + [batch] * 3
+        table = device_ints(
+            [*new_ids, *entries[0], *entries[1], *masks[0], *masks[1], *grid, *slots, *newest, *layout.extra],
+            self.slots.device,
+        )
+        parts = torch.split(table, sizes)
+        new_ids_on_device, entry_rows, entry_columns, mask_rows, mask_columns = parts[:5]
+        cells, rows, last, mask_counts = parts[5:]
+        positions, rows = cells.view(batch, width), rows.view(batch, 1)
+
+        features = torch.cat([request.aux_hidden_states for request in requests])
+        fused = self.head.fuse(features)  # [N, H] for the entries built from features
+        hidden = fused.new_zeros(batch, width, fused.shape[-1])
+        hidden[entry_rows, entry_columns] = fused
+        ids = torch.zeros(batch, width, dtype=torch.long, device=fused.device)
+        ids[entry_rows, entry_columns] = new_ids_on_device
+        if isinstance(self.head, PEagleDraftModel) and masks[0]:
+            mask_ids, mask_hidden = self.head.mask_inputs(1, dtype=features.dtype)
+            hidden[mask_rows, mask_columns] = mask_hidden[0]
+            ids[mask_rows, mask_columns] = mask_ids[0]
+        key_length = max(
+            start + new + extra
+            for start, new, extra in zip(layout.starts, layout.new, layout.extra, strict=True)
+        )
+        out = self.head.forward_slots(ids, hidden, self.slots.step(rows, positions, key_length))
+        return _FirstForward(out, rows, positions, last, mask_counts)
+
+    def _choose(
+        self,
+        logits: torch.Tensor,
+        requests: Sequence[DraftRequest],
+        step: int,
+        probs: list[list[torch.Tensor]],
+    ) -> torch.Tensor:
+        """Chain step ``step``'s draft of every row [B] (target ids): greedy rows on the device
+        in one op; each sampled row drawing from its own generator while it still drafts."""
+        tokens = to_target(self.draft_to_target, logits.argmax(-1))
+        sampled = [
+            row
+            for row, request in enumerate(requests)
+            if not request.params.greedy and step < request.num_tokens
+        ]
+        if not sampled:
+            return tokens
+        drawn = [
+            choose_draft(
+                logits[row],
+                self.draft_to_target,
+                self.target_vocab_size,
+                requests[row].params,
+                requests[row].generator,
+                probs[row],
+            )
+            for row in sampled
+        ]
+        tokens = tokens.clone()
+        tokens[torch.tensor(sampled, device=tokens.device)] = torch.stack(drawn)
+        return tokens

@@ -39,8 +39,7 @@ class Drafter:
         self.head = head
         self.target_vocab_size = target_vocab_size
         # Target id of every draft id, precomputed once: target_id = draft_id + d2t[draft_id].
-        d2t = head.get_buffer("d2t")
-        self.draft_to_target = head.draft_to_target_ids(torch.arange(len(d2t), device=d2t.device))
+        self.draft_to_target = draft_to_target_table(head)
         self._cache: DraftKVCache | None = None
 
     @contextmanager
@@ -153,23 +152,45 @@ class Drafter:
         token_probs: list[torch.Tensor],
     ) -> torch.Tensor:
         """The next draft token as a 0-d target id; records its distribution when sampling."""
-        if params.greedy:
-            return self._to_target(logits.argmax())
-        if generator is None:
-            raise ValueError("sampled drafting needs a generator")
-        probs = probabilities(logits, params)
-        draft_id = sample(probs, generator)
-        full = probs.new_zeros(self.target_vocab_size)
-        full[self.draft_to_target] = probs
-        token_probs.append(full)
-        return self._to_target(draft_id)
-
-    def _to_target(self, draft_id: torch.Tensor) -> torch.Tensor:
-        """The target id of a 0-d draft id, on the device: indexing with a 0-d tensor reads it
-        back to the host first (a sync per drafted token on a GPU), ``index_select`` does not."""
-        return self.draft_to_target.index_select(0, draft_id.reshape(1)).squeeze(0)
+        return choose_draft(
+            logits, self.draft_to_target, self.target_vocab_size, params, generator, token_probs
+        )
 
     def _require_cache(self) -> DraftKVCache:
         if self._cache is None:
             raise RuntimeError("Drafter used outside session()")
         return self._cache
+
+
+def draft_to_target_table(head: Eagle3DraftModel) -> torch.Tensor:
+    """The target id of every draft id, computed once: target_id = draft_id + d2t[draft_id]."""
+    d2t = head.get_buffer("d2t")
+    return head.draft_to_target_ids(torch.arange(len(d2t), device=d2t.device))
+
+
+def choose_draft(  # noqa: PLR0917 - a draft row, its vocabulary and how to sample
+    logits: torch.Tensor,
+    draft_to_target: torch.Tensor,
+    target_vocab_size: int,
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    token_probs: list[torch.Tensor],
+) -> torch.Tensor:
+    """The draft token of one row of draft ``logits`` as a 0-d target id; appends its
+    distribution over the target vocabulary (0 outside the draft vocabulary) when sampling."""
+    if params.greedy:
+        return to_target(draft_to_target, logits.argmax())
+    if generator is None:
+        raise ValueError("sampled drafting needs a generator")
+    probs = probabilities(logits, params)
+    draft_id = sample(probs, generator)
+    full = probs.new_zeros(target_vocab_size)
+    full[draft_to_target] = probs
+    token_probs.append(full)
+    return to_target(draft_to_target, draft_id)
+
+
+def to_target(draft_to_target: torch.Tensor, draft_ids: torch.Tensor) -> torch.Tensor:
+    """Target ids of draft ids (any shape), on the device: indexing with a 0-d tensor reads it
+    back to the host first (a sync per drafted token on a GPU), ``index_select`` does not."""
+    return draft_to_target.index_select(0, draft_ids.reshape(-1)).reshape(draft_ids.shape)

@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 
 import torch
 
+from engine.heads.draft_slots import HeadSlotStep
 from engine.heads.model import DraftKVCache, Eagle3DraftModel
 
 _CERTAIN = 30.0  # logit margin that makes softmax put all its mass on one token
@@ -33,6 +34,10 @@ class ReplayHead(Eagle3DraftModel):
     # Position of each sequence's newest entry, in the order forwarded; one position
     # stands for every row (a tree's nodes of one depth share it).
     _last_positions: list[int]
+    # After a forward over a batch of slots: its output rows and their positions, to find
+    # the rows ``compute_logits`` is handed among them.
+    _rows: torch.Tensor | None
+    _row_positions: list[int]
 
     @classmethod
     def from_head(
@@ -42,7 +47,7 @@ class ReplayHead(Eagle3DraftModel):
         replay.load_state_dict(head.state_dict())
         replay.reference = list(reference)
         replay.wrong_at = set(wrong_at)
-        replay._last_positions = [0]
+        replay._last_positions, replay._rows = [0], None
         d2t = replay.get_buffer("d2t")
         targets = replay.draft_to_target_ids(torch.arange(len(d2t), device=d2t.device))
         # Draft id of every target id, -1 where the draft vocabulary lacks it.
@@ -59,24 +64,24 @@ class ReplayHead(Eagle3DraftModel):
         cache: DraftKVCache,
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        self._last_positions = [int(position_ids[0, -1])]
+        self._last_positions, self._rows = [int(position_ids[0, -1])], None
         return super().forward(input_ids, hidden, position_ids, cache, attention_mask)
 
-    def forward_packed(
-        self,
-        input_ids: torch.Tensor,
-        hidden: torch.Tensor,
-        position_ids: torch.Tensor,
-        caches: Sequence[DraftKVCache],
-        lengths: Sequence[int],
+    def forward_slots(
+        self, input_ids: torch.Tensor, hidden: torch.Tensor, step: HeadSlotStep
     ) -> torch.Tensor:
-        ends = torch.tensor(lengths, device=position_ids.device).cumsum(0) - 1
-        self._last_positions = [int(position) for position in position_ids[0, ends]]
-        return super().forward_packed(input_ids, hidden, position_ids, caches, lengths)
+        out = super().forward_slots(input_ids, hidden, step)
+        self._rows, self._row_positions = out.reshape(-1, out.shape[-1]), step.positions.reshape(-1).tolist()
+        return out
 
     def compute_logits(self, prenorm_hidden: torch.Tensor) -> torch.Tensor:
-        """One row of logits per sequence last forwarded (all of them replay ``reference``)."""
+        """One row of logits per drafting row (all of them replay ``reference``)."""
         real = super().compute_logits(prenorm_hidden)  # paid for, as with a trained head
+        if self._rows is not None:
+            # Rows taken out of a batched forward's output: find each one's position there.
+            flat = prenorm_hidden.reshape(-1, prenorm_hidden.shape[-1])
+            matches = (flat[:, None, :] == self._rows[None, :, :]).all(-1).int().argmax(-1)
+            self._last_positions = [self._row_positions[int(index)] for index in matches]
         logits = torch.full_like(real, -_CERTAIN)
         rows = logits.view(-1, logits.shape[-1])
         positions = self._last_positions

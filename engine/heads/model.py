@@ -6,8 +6,9 @@ is a plain ``state_dict`` copy.
 
 The decoder layer runs in three attention modes that share every weight:
 - *cached*: inference; new positions attend to a growing key/value cache (causal).
-- *packed*: inference for many sequences at once; their new positions lie end to end in
-  one row and each attends to its own cache (the serving engine drafts a batch this way).
+- *slots*: inference for a padded batch of sequences whose keys and values live in one
+  slot pool (``engine.heads.draft_slots``): one attention call for all of them (the serving
+  engine drafts its batch this way).
 - *training-time test* (TTT): step i at index t attends to step-0 keys at indices <= t
   plus the keys of steps 1..i at index t only, which is exactly what a draft chain sees
   at inference (the accepted prefix, then its own earlier drafts).
@@ -15,7 +16,7 @@ The decoder layer runs in three attention modes that share every weight:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -30,6 +31,7 @@ from transformers.models.llama.modeling_llama import (
 )
 
 from engine.heads.config import Eagle3HeadConfig
+from engine.heads.draft_slots import HeadSlotStep
 
 # (queries, new keys, new values) -> attention output; keys/values are not yet GQA-expanded.
 AttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -146,24 +148,6 @@ class Eagle3Attention(nn.Module):
                 rows = torch.arange(new, device=q.device)[:, None] + past
                 mask = torch.arange(past + new, device=q.device)[None, :] <= rows
             return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale)
-
-        return attend
-
-    def packed_attention(self, caches: Sequence[DraftKVCache], lengths: Sequence[int]) -> AttendFn:
-        """Queries/keys/values [1, heads, sum(lengths), D]: ``lengths[i]`` new positions of
-        the sequence whose cache is ``caches[i]``, in order; each attends causally to its own
-        cache and new positions, exactly as ``cached_attention`` does for it alone."""
-
-        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            pieces = zip(
-                caches,
-                torch.split(q, list(lengths), dim=2),
-                torch.split(k, list(lengths), dim=2),
-                torch.split(v, list(lengths), dim=2),
-                strict=True,
-            )
-            outputs = [self.cached_attention(cache, None)(q_i, k_i, v_i) for cache, q_i, k_i, v_i in pieces]
-            return torch.cat(outputs, dim=2)
 
         return attend
 
@@ -303,18 +287,17 @@ class Eagle3DraftModel(nn.Module):
         attend = self._attention().cached_attention(cache, attention_mask)
         return self._layer(input_ids, hidden, position_ids, attend)
 
-    def forward_packed(
-        self,
-        input_ids: torch.Tensor,
-        hidden: torch.Tensor,
-        position_ids: torch.Tensor,
-        caches: Sequence[DraftKVCache],
-        lengths: Sequence[int],
+    def forward_slots(
+        self, input_ids: torch.Tensor, hidden: torch.Tensor, step: HeadSlotStep
     ) -> torch.Tensor:
-        """Inference step for several sequences packed in one row ([1, sum(lengths)] ids and
-        positions, [1, sum(lengths), H] hidden); ``caches[i]`` grows by ``lengths[i]``."""
-        attend = self._attention().packed_attention(caches, lengths)
-        return self._layer(input_ids, hidden, position_ids, attend)
+        """Inference step for a padded batch ([B, Q] ids, [B, Q, H] hidden) whose keys and
+        values live in a slot pool (``engine.heads.draft_slots``): one attention call for all."""
+        attention = self._attention()
+
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return step.attend(q, k, v, attention.scale)
+
+        return self._layer(input_ids, hidden, step.positions, attend)
 
     def forward_ttt_step(
         self,

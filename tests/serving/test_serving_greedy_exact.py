@@ -36,6 +36,9 @@ def test_concurrent_requests_equal_hf_generate(architecture: str, num_speculativ
     if num_speculative_tokens:
         assert all(handle.stats.proposed_per_step for handle in handles)
         assert engine.metrics.mean_speculative_tokens == num_speculative_tokens
+        # Five requests through three draft slots: each finished request gave its slot back.
+        assert engine.drafter is not None
+        assert engine.drafter.slots.in_use == 0
 
 
 def test_ragged_acceptance_keeps_every_output_exact() -> None:

@@ -8,7 +8,7 @@ rollbacks of every size are exercised too. It can be told to be wrong at chosen 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 
 import torch
 from transformers import PreTrainedModel
@@ -74,9 +74,6 @@ class ParallelReplayHead(ReplayHead, PEagleDraftModel):
     """``ReplayHead`` for a P-EAGLE head: every drafted row (the last entry and the mask
     slots after it) replays the token two positions after its own."""
 
-    _rows: torch.Tensor
-    _row_positions: list[int]
-
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -88,25 +85,6 @@ class ParallelReplayHead(ReplayHead, PEagleDraftModel):
         out = super().forward(input_ids, hidden, position_ids, cache, attention_mask)
         self._rows, self._row_positions = out[0], position_ids[0].tolist()
         return out
-
-    def forward_packed(
-        self,
-        input_ids: torch.Tensor,
-        hidden: torch.Tensor,
-        position_ids: torch.Tensor,
-        caches: Sequence[DraftKVCache],
-        lengths: Sequence[int],
-    ) -> torch.Tensor:
-        out = super().forward_packed(input_ids, hidden, position_ids, caches, lengths)
-        self._rows, self._row_positions = out[0], position_ids[0].tolist()
-        return out
-
-    def compute_logits(self, prenorm_hidden: torch.Tensor) -> torch.Tensor:
-        # The drafted rows are a subset of the last forward's output; find each one's position.
-        rows = prenorm_hidden.reshape(-1, prenorm_hidden.shape[-1])
-        matches = (rows[:, None, :] == self._rows[None, :, :]).all(-1).int().argmax(-1)
-        self._last_positions = [self._row_positions[int(index)] for index in matches]
-        return super().compute_logits(prenorm_hidden)
 
 
 def parallel_oracle_head(

@@ -1,14 +1,19 @@
-"""Drafting a batch of sequences together proposes what drafting each alone proposes."""
+"""Drafting a batch of sequences together, each in a slot of one pool, proposes what drafting
+each alone with its own cache proposes."""
 
 from __future__ import annotations
+
+from contextlib import ExitStack
 
 import pytest
 import torch
 
 from engine.capture import TargetFeatureCapture
-from speculative.batch_draft import DraftRequest, propose_batch
+from engine.heads import draft_slots
+from speculative.batch_draft import BatchDrafter, DraftRequest
 from speculative.draft import Drafter, Proposal
 from speculative.sampling import SamplingParams
+from tests.fixtures.host_syncs import counting_host_reads
 from tests.speculative.engine_doubles import random_head, tiny_target
 
 SEQUENCES = [
@@ -33,62 +38,72 @@ def _rounds(
         for sequence in SEQUENCES:
             target(torch.tensor([sequence]))
             features.append(capture.aux_hidden_states()[0])
-    drafters = [Drafter(head, vocab) for _ in SEQUENCES]
     generators = [torch.Generator().manual_seed(seed) for seed in range(len(SEQUENCES))]
     proposals: list[list[Proposal]] = [[] for _ in SEQUENCES]
     lengths: list[list[int]] = [[] for _ in SEQUENCES]
-    sessions = [drafter.session() for drafter in drafters]
-    for session in sessions:
-        session.__enter__()
-    try:
+    drafters = [Drafter(head, vocab) for _ in SEQUENCES]
+    batch = BatchDrafter(head, vocab, max_sequences=len(SEQUENCES) + 1)
+    # Slots out of order: a sequence's slot need not be its row in the batch.
+    slots = [batch.slots.acquire() for _ in range(len(SEQUENCES) + 1)][1:][::-1]
+    with ExitStack() as stack:
+        for drafter in drafters:
+            stack.enter_context(drafter.session())
         with torch.inference_mode():
             for round_index in range(len(CHUNKS[0])):
                 requests = []
-                for index, drafter in enumerate(drafters):
-                    start = drafter.length
+                for index, slot in enumerate(slots):
+                    start = batch.slots.length(slot) if batched else drafters[index].length
                     stop = start + CHUNKS[index][round_index]
                     ids = torch.tensor(SEQUENCES[index])
                     requests.append(
                         DraftRequest(
-                            drafter=drafter,
+                            slot=slot,
                             aux_hidden_states=features[index][start:stop],
-                            next_token_ids=ids[start + 1 : stop + 1],
+                            next_token_ids=ids[start + 1 : stop + 1].tolist(),
                             num_tokens=NUM_TOKENS[index][round_index],
                             params=params,
                             generator=None if params.greedy else generators[index],
                         )
                     )
                 if batched:
-                    made = propose_batch(head, requests)
+                    made = batch.propose(requests)
                 else:
                     made = [
-                        request.drafter.propose(
+                        drafter.propose(
                             request.aux_hidden_states,
-                            request.next_token_ids,
+                            torch.tensor(request.next_token_ids),
                             num_tokens=request.num_tokens,
                             params=request.params,
                             generator=request.generator,
                         )
-                        for request in requests
+                        for drafter, request in zip(drafters, requests, strict=True)
                     ]
                 for index, proposal in enumerate(made):
                     proposals[index].append(proposal)
-                    lengths[index].append(drafters[index].length)
-    finally:
-        for session in sessions:
-            session.__exit__(None, None, None)
+                    lengths[index].append(
+                        batch.slots.length(slots[index]) if batched else drafters[index].length
+                    )
     return proposals, lengths
 
 
+@pytest.mark.parametrize("first_positions", [256, 4])
 @pytest.mark.parametrize("variant", ["eagle3", "peagle"])
 @pytest.mark.parametrize("params", [SamplingParams(), SamplingParams(temperature=0.8, top_p=0.9)])
-def test_a_batch_proposes_what_each_sequence_alone_proposes(params: SamplingParams, variant: str) -> None:
+def test_a_batch_proposes_what_each_sequence_alone_proposes(
+    params: SamplingParams, variant: str, first_positions: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pool of 4 positions a slot grows twice on the way (to 16, then 32): nothing written is lost.
+    monkeypatch.setattr(draft_slots, "_INITIAL_POSITIONS", first_positions)
     alone, alone_lengths = _rounds(params, batched=False, variant=variant)
     together, together_lengths = _rounds(params, batched=True, variant=variant)
 
     # Only entries built from target features stay cached, whichever way the chain was drafted.
     assert together_lengths == alone_lengths
     assert together_lengths[0] == [6, 7, 10, 12]
+    assert all(
+        length == sum(chunks)
+        for length, chunks in zip([lengths[-1] for lengths in together_lengths], CHUNKS, strict=True)
+    )
     for single, batch in zip(alone, together, strict=True):
         for one, many in zip(single, batch, strict=True):
             assert many.token_ids.tolist() == one.token_ids.tolist()
@@ -100,18 +115,81 @@ def test_a_batch_proposes_what_each_sequence_alone_proposes(params: SamplingPara
                 torch.testing.assert_close(many.probs, one.probs, atol=1e-5, rtol=1e-4)
 
 
-def test_every_request_must_ask_for_a_draft() -> None:
-    target = tiny_target("LlamaForCausalLM")
-    head = random_head(target, seed=1)
-    drafter = Drafter(head, int(target.config.vocab_size))
-    request = DraftRequest(
-        drafter=drafter,
-        aux_hidden_states=torch.zeros(1, 3 * int(target.config.hidden_size)),
-        next_token_ids=torch.tensor([3]),
-        num_tokens=0,
+def _request(target_hidden: int, slot: int, num_tokens: int) -> DraftRequest:
+    return DraftRequest(
+        slot=slot,
+        aux_hidden_states=torch.zeros(1, 3 * target_hidden),
+        next_token_ids=[3],
+        num_tokens=num_tokens,
         params=SamplingParams(),
         generator=None,
     )
+
+
+def test_every_request_must_ask_for_a_draft_from_a_slot_of_its_own() -> None:
+    target = tiny_target("LlamaForCausalLM")
+    batch = BatchDrafter(random_head(target, seed=1), int(target.config.vocab_size), max_sequences=2)
+    hidden = int(target.config.hidden_size)
+    slot = batch.slots.acquire()
     with pytest.raises(ValueError, match="at least 1 draft token"):
-        propose_batch(head, [request])
-    assert propose_batch(head, []) == []
+        batch.propose([_request(hidden, slot, 0)])
+    with pytest.raises(ValueError, match="share a draft slot"):
+        batch.propose([_request(hidden, slot, 1), _request(hidden, slot, 1)])
+    assert batch.slots.length(slot) == 0  # refused before anything was written
+    assert batch.propose([]) == []
+
+
+def test_slots_run_out_and_come_back() -> None:
+    target = tiny_target("LlamaForCausalLM")
+    batch = BatchDrafter(random_head(target, seed=1), int(target.config.vocab_size), max_sequences=1)
+    slot = batch.slots.acquire()
+    with pytest.raises(RuntimeError, match="all 1 draft slots are in use"):
+        batch.slots.acquire()
+    batch.slots.release(slot)
+    with pytest.raises(ValueError, match="not in use"):
+        batch.slots.release(slot)
+    assert batch.slots.acquire() == slot
+
+
+@pytest.mark.parametrize("variant", ["eagle3", "peagle"])
+def test_a_step_costs_the_same_attention_calls_and_no_host_read_whatever_the_batch(
+    variant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One head forward per chain step for the whole batch (one for a P-EAGLE head), each one
+    attention call; greedy drafting never reads a tensor back to the host."""
+    target = tiny_target("LlamaForCausalLM")
+    head = random_head(target, seed=2, variant=variant)
+    hidden = int(target.config.hidden_size)
+    calls = {"attention": 0}
+    attention = torch.nn.functional.scaled_dot_product_attention
+
+    def counted(*args: object, **kwargs: object) -> torch.Tensor:
+        calls["attention"] += 1
+        return attention(*args, **kwargs)  # type: ignore[arg-type]
+
+    counts: dict[int, tuple[int, int]] = {}
+    for batch in (1, 6):
+        drafter = BatchDrafter(head, int(target.config.vocab_size), max_sequences=batch)
+        requests = [
+            DraftRequest(
+                slot=drafter.slots.acquire(),
+                aux_hidden_states=torch.randn(2 + row % 3, 3 * hidden),
+                next_token_ids=[(7 * row + column) % 90 for column in range(2 + row % 3)],
+                num_tokens=4,
+                params=SamplingParams(),
+                generator=None,
+            )
+            for row in range(batch)
+        ]
+        calls["attention"] = 0
+        with (
+            torch.inference_mode(),
+            counting_host_reads(monkeypatch) as reads,
+            monkeypatch.context() as patch,
+        ):
+            patch.setattr(torch.nn.functional, "scaled_dot_product_attention", counted)
+            proposals = drafter.propose(requests)
+            counts[batch] = (calls["attention"], reads.count)
+        assert [len(proposal.token_ids) for proposal in proposals] == [4] * batch
+
+    assert counts[1] == counts[6] == ((1 if variant == "peagle" else 4), 0)
