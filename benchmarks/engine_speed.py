@@ -11,8 +11,11 @@ Rows of the table:
 - distillation with features, at each ``--rows``: reply tokens/s and replies/s of
   ``generate_batched`` over the built-in datasets' prompts (greedy, the aux layers recorded as
   ``trainer train`` records them), with the GPU's mean utilisation while it ran;
-- the serving engine, plain decoding, 8 concurrent requests: output tokens/s (the slot-pool
-  target on CUDA, the exact packed target elsewhere).
+- the serving engine, 8 concurrent requests: output tokens/s of plain decoding and of EAGLE
+  (K=3) with ``--head`` (the shipped head by default; the slot-pool target on CUDA, the exact
+  packed target elsewhere);
+- the head's draft step (``BatchDrafter``, K=3, 200 entries cached per sequence) for 1 and 8
+  sequences, ms: one head forward per chain step for the whole batch.
 Run it on a quiet machine; the first CUDA step of each shape includes its graph capture, so
 each figure is taken after a warm-up.
 """
@@ -30,10 +33,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from engine.generation import generate_batched
+from engine.heads.export import load_head
+from engine.heads.model import Eagle3DraftModel
 from engine.packed_generation import Recording
 from engine.sampling import Sampling
-from serving import GenerationRequest, ServingEngine
+from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from speculative import SpeculativeDecoder
+from speculative.batch_draft import BatchDrafter, DraftRequest
+from speculative.sampling import SamplingParams
 from trainer.data.builtin import load_builtin
 from trainer.eagle.continuation import context_of
 
@@ -54,6 +61,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--prompts", type=int, default=0, help="distillation prompts (0: twice the rows)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--head",
+        type=Path,
+        default=REPO / "heads/smollm2-135m-instruct",
+        help="EAGLE-3 head for the serving rows",
+    )
     return parser.parse_args()
 
 
@@ -142,13 +155,47 @@ def distillation(
     return generated / seconds, len(prompts) / seconds, utilisation.mean
 
 
-def serving_tokens_per_s(model: PreTrainedModel, prompts: list[list[int]], tokens: int) -> float:
-    with ServingEngine(model, max_batch_size=8, eos_token_ids=[], pack_weights=False) as engine:
+def serving_tokens_per_s(
+    model: PreTrainedModel, prompts: list[list[int]], tokens: int, head: Eagle3DraftModel | None = None
+) -> float:
+    speculation = FixedSpeculation(3 if head is not None else 0)
+    with ServingEngine(
+        model, head, speculation=speculation, max_batch_size=8, eos_token_ids=[], pack_weights=False
+    ) as engine:
         engine.submit(GenerationRequest(prompts[0], 4)).wait(600)  # warm-up
         started = time.perf_counter()
         handles = [engine.submit(GenerationRequest(p, tokens)) for p in prompts[:16]]
         generated = sum(len(h.wait(600)) for h in handles)
     return generated / (time.perf_counter() - started)
+
+
+def draft_step_ms(head: Eagle3DraftModel, vocab_size: int, sequences: int, device: torch.device) -> float:
+    """Median ms of one ``BatchDrafter.propose`` (3 new entries, K=3) over 200 cached entries a
+    sequence, rolled back after each step as rejected drafts are."""
+    drafter = BatchDrafter(head, vocab_size, sequences)
+    width = head.fc.in_features
+    generator = torch.Generator().manual_seed(0)
+    dtype = next(head.parameters()).dtype
+
+    def request(slot: int, entries: int, num_tokens: int) -> DraftRequest:
+        features = torch.randn(entries, width, generator=generator).to(device=device, dtype=dtype)
+        ids = torch.randint(0, vocab_size, (entries,), generator=generator).tolist()
+        return DraftRequest(slot, features, ids, num_tokens, SamplingParams(), None)
+
+    slots = [drafter.slots.acquire() for _ in range(sequences)]
+    times = []
+    with torch.inference_mode():
+        drafter.propose([request(slot, 200, 1) for slot in slots])
+        step = [request(slot, 3, 3) for slot in slots]
+        for _ in range(30):
+            synchronize(device)
+            started = time.perf_counter()
+            drafter.propose(step)
+            synchronize(device)
+            times.append((time.perf_counter() - started) * 1000)
+            for slot in slots:
+                drafter.slots.commit(slot, 200)
+    return statistics.median(times[5:])
 
 
 def main() -> None:
@@ -179,6 +226,16 @@ def main() -> None:
         )
     serving = serving_tokens_per_s(model, prompts, 64)
     print(f"| serving engine, plain, 8 concurrent | {serving:,.1f} output tokens/s |")
+    if not (args.head / "config.json").exists():
+        print(f"| serving engine and draft step with a head | no head at {args.head} |")
+        return
+    head = load_head(args.head, model).to(device=device, dtype=model.dtype).eval()
+    eagle = serving_tokens_per_s(model, prompts, 64, head)
+    print(f"| serving engine, EAGLE K=3 ({args.head.name}), 8 concurrent | {eagle:,.1f} output tokens/s |")
+    vocab = int(model.config.vocab_size)
+    for sequences in (1, 8):
+        milliseconds = draft_step_ms(head, vocab, sequences, device)
+        print(f"| draft step, K=3, {sequences} sequences | {milliseconds:.2f} ms |")
 
 
 if __name__ == "__main__":

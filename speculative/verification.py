@@ -29,25 +29,21 @@ class Verdict:
 
 def verify_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
     """``draft_ids`` [K] target-vocabulary ids; ``target_logits`` [K+1, V] at the pending
-    token and each draft."""
-    target_ids = target_logits.argmax(dim=-1)
-    num_drafts = draft_ids.shape[0]
-    # Accepted = length of the leading run of matches; one sync for the whole step.
-    matches = (target_ids[:num_drafts] == draft_ids).int().cumprod(dim=0)
-    accepted = int(matches.sum())
-    return Verdict(accepted=accepted, next_token=int(target_ids[accepted]))
+    token and each draft. One host sync: a batch of one row of ``verify_greedy_rows``."""
+    return verify_greedy_rows([draft_ids], [target_logits])[0]
 
 
 def verify_greedy_rows(
     draft_ids: Sequence[torch.Tensor], target_logits: Sequence[torch.Tensor]
 ) -> list[Verdict]:
-    """``verify_greedy`` for every row of a batch at once, with one host sync for all of them.
+    """Greedy verification of every row of a batch at once, with one host sync for all.
 
     Row ``r`` drafted ``draft_ids[r]`` [K_r] (K_r may be 0: plain decoding's next token) and
-    the target scored ``target_logits[r]`` [K_r+1, V]. Per-row verification reads two numbers
-    back per row, each a device-to-host sync that stalls a GPU's queue; here the acceptance of
-    every row is computed on the device and read back in one ``tolist``. The argmaxes are the
-    same per-row ones, so the verdicts are ``verify_greedy``'s, bit for bit."""
+    the target scored ``target_logits[r]`` [K_r+1, V]. A row accepts the leading run of drafts
+    that equal the target's argmax, then takes the target's argmax after them. Verifying row
+    by row would read two numbers back per row, each a device-to-host sync that stalls a GPU's
+    queue; here every row's acceptance is computed on the device and read back in one
+    ``tolist``."""
     if len(draft_ids) != len(target_logits):
         raise ValueError(f"{len(draft_ids)} rows of drafts but {len(target_logits)} of logits")
     if not draft_ids:

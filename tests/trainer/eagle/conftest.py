@@ -9,11 +9,6 @@ import pytest
 from tests.trainer.eagle.tiny_data import write_chat_data
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread(one_torch_thread: None) -> None:
-    """Every test here runs torch on one thread (tests/fixtures/torch_threads.py)."""
-
-
 @pytest.fixture
 def chat_data(tmp_path: Path) -> Path:
     return write_chat_data(tmp_path / "chat.jsonl", conversations=40)
