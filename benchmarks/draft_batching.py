@@ -20,18 +20,20 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from engine.capture import TargetFeatureCapture
+from engine.drafting.batch_draft import BatchDrafter, DraftRequest
+from engine.drafting.draft import Drafter, Proposal
 from engine.heads.export import load_head
 from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
-from speculative.batch_draft import BatchDrafter, DraftRequest
-from speculative.draft import Drafter, Proposal
+from engine.sampling import SamplingParams
 from speculative.evaluation import chat_prompts
-from speculative.sampling import SamplingParams
 from trainer.data import load_conversations
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,20 +78,26 @@ def main() -> None:
         f"K={args.k}, {torch.get_num_threads()} threads, head draft vocabulary {vocabulary}, "
         f"{args.context} entries cached before each step\n"
     )
-    print("| sequences | per sequence (ms/step) | batched (ms/step) | speedup | same drafts |")
-    print("|---|---|---|---|---|")
+    print(
+        "| sequences | per sequence (ms/step) | batched (ms/step) | speedup | "
+        "ops/step per sequence | ops/step batched | same drafts |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for batch in args.batches:
         if batch > len(prompts):
-            print(f"| {batch} | only {len(prompts)} held-out prompts | | | |")
+            print(f"| {batch} | only {len(prompts)} held-out prompts | | | | | |")
             continue
-        alone_ms, alone = _one_by_one(
+        alone_ms, alone_ops, alone = _one_by_one(
             head, vocab, features[:batch], prompts[:batch], k=args.k, context=args.context
         )
-        batched_ms, batched = _together(
+        batched_ms, batched_ops, batched = _together(
             head, vocab, features[:batch], prompts[:batch], k=args.k, context=args.context
         )
         same = all(a.token_ids.tolist() == b.token_ids.tolist() for a, b in zip(alone, batched, strict=True))
-        print(f"| {batch} | {alone_ms:.1f} | {batched_ms:.1f} | {alone_ms / batched_ms:.2f}x | {same} |")
+        print(
+            f"| {batch} | {alone_ms:.1f} | {batched_ms:.1f} | {alone_ms / batched_ms:.2f}x "
+            f"| {alone_ops} | {batched_ops} | {same} |"
+        )
 
 
 def _split(ids: list[int], context: int) -> tuple[int, int]:
@@ -107,7 +115,7 @@ def _one_by_one(
     *,
     k: int,
     context: int,
-) -> tuple[float, list[Proposal]]:
+) -> tuple[float, int, list[Proposal]]:
     """``Drafter.propose`` for each sequence in turn, each over its own cache."""
     drafters = [Drafter(head, vocab) for _ in prompts]
     with ExitStack() as stack, torch.inference_mode():
@@ -144,7 +152,7 @@ def _together(
     *,
     k: int,
     context: int,
-) -> tuple[float, list[Proposal]]:
+) -> tuple[float, int, list[Proposal]]:
     """``BatchDrafter.propose`` for all sequences at once, each in a slot of one pool."""
     drafter = BatchDrafter(head, vocab, len(prompts))
     slots = [drafter.slots.acquire() for _ in prompts]
@@ -183,15 +191,36 @@ def _request(slot: int, features: torch.Tensor, next_ids: list[int], k: int) -> 
     )
 
 
-def _time(step: Callable[[], list[Proposal]]) -> tuple[float, list[Proposal]]:
-    """Median milliseconds of one engine step (the first two repetitions warm up)."""
+class _CountOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Counts the ATen operators a step dispatches: on a GPU, about one kernel launch each,
+    which is what a small model's step costs there."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.count = 0
+
+    def __torch_dispatch__(
+        self,
+        func: Callable[..., Any],
+        types: object,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _time(step: Callable[[], list[Proposal]]) -> tuple[float, int, list[Proposal]]:
+    """Median milliseconds of one engine step (the first two repetitions warm up), the ATen
+    operators of one more, and the last step's proposals."""
     times = []
-    proposals: list[Proposal] = []
     for _ in range(REPETITIONS):
         started = time.perf_counter()
-        proposals = step()
+        step()
         times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times[2:]), proposals
+    with _CountOps() as ops:
+        proposals = step()
+    return statistics.median(times[2:]), ops.count, proposals
 
 
 if __name__ == "__main__":

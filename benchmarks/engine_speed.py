@@ -32,20 +32,19 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
+from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.generation import generate_batched
 from engine.heads.export import load_head
 from engine.heads.model import Eagle3DraftModel
 from engine.packed_generation import Recording
-from engine.sampling import Sampling
+from engine.sampling import SamplingParams
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from speculative import SpeculativeDecoder
-from speculative.batch_draft import BatchDrafter, DraftRequest
-from speculative.sampling import SamplingParams
 from trainer.data.builtin import load_builtin
 from trainer.eagle.continuation import context_of
 
 REPO = Path(__file__).resolve().parents[1]
-GREEDY = Sampling(temperature=0.0, top_p=1.0)
+GREEDY = SamplingParams(temperature=0.0, top_p=1.0)
 AUX_LAYERS = [2, 14, 26]
 NEVER = -1  # a stop id no model emits: every reply runs to its cap
 

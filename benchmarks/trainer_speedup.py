@@ -31,12 +31,12 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
+from engine.drafting.replay import ReplayHead
+from engine.drafting.tree_draft import TreeShape
 from engine.heads.export import load_head, resolve_head_dir
 from engine.heads.model import Eagle3DraftModel
 from speculative import SpeculativeDecoder
 from speculative.evaluation import SpeedupReport, chat_prompts, compare, format_table
-from speculative.replay import ReplayHead
-from speculative.tree_draft import TreeShape
 from trainer.config import TrainConfig
 from trainer.data import load_conversations, split_holdout
 

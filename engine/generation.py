@@ -26,7 +26,7 @@ from transformers import PreTrainedModel
 from engine.recorded_features import FeatureBuffers
 from engine.replies import FeatureRecorder, Reply
 from engine.runner import SlotRunner, StepOutput, batch_rows_for, key_length_for, pad_rows, padding_groups
-from engine.sampling import Sampling, next_tokens
+from engine.sampling import SamplingParams, next_tokens
 
 
 class _Slots:
@@ -72,7 +72,7 @@ def _run_prefix(state: _Slots, ids: list[int]) -> None:
     state.prefix = ids
 
 
-def _admit(state: _Slots, sampling: Sampling, joiners: list[tuple[int, int, list[int]]]) -> None:
+def _admit(state: _Slots, sampling: SamplingParams, joiners: list[tuple[int, int, list[int]]]) -> None:
     """Prefill each joiner ``(slot, prompt index, prompt)`` and choose its first token.
 
     Joiners of similar length share a forward; a long prompt is not padded onto short ones
@@ -96,7 +96,7 @@ PREFILL_TOKENS = (2048, 32768)
 
 
 def _prefill(
-    state: _Slots, sampling: Sampling, joiners: list[tuple[int, int, list[int]]], starts: list[int]
+    state: _Slots, sampling: SamplingParams, joiners: list[tuple[int, int, list[int]]], starts: list[int]
 ) -> None:
     pool, device = state.runner.pool, state.runner.pool.device
     slots = torch.tensor([slot for slot, _, _ in joiners], device=device)
@@ -164,7 +164,7 @@ def _compact(state: _Slots) -> None:
     state.free = sorted(set(state.free) - {low for _, low in moves} | {high for high, _ in moves})
 
 
-def _decode(state: _Slots, sampling: Sampling) -> None:
+def _decode(state: _Slots, sampling: SamplingParams) -> None:
     """One token for every live row among the first slots; ended rows write to scratch."""
     pool = state.runner.pool
     rows = batch_rows_for(int(np.flatnonzero(state.host_busy).max()), state.rows)
@@ -265,7 +265,7 @@ def generate_batched(
     stop_ids: Sequence[int],
     max_new_tokens: int,
     batch_size: int,
-    sampling: Sampling,
+    sampling: SamplingParams,
     recorder: FeatureRecorder | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     on_reply: Callable[[int, Reply], None] = lambda index, reply: None,

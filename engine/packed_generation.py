@@ -28,7 +28,7 @@ from engine.generation import check_arguments
 from engine.packed_attention import SequenceKV
 from engine.packed_target import PackedTarget, uses_full_attention
 from engine.replies import Reply, SampleFeatures
-from engine.sampling import Sampling, next_tokens
+from engine.sampling import SamplingParams, next_tokens
 from engine.segments import Segment
 
 
@@ -71,7 +71,7 @@ def generate_packed(
     stop_ids: Sequence[int],
     max_new_tokens: int,
     batch_size: int,
-    sampling: Sampling,
+    sampling: SamplingParams,
     recording: Recording | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     on_reply: Callable[[int, Reply], None] = lambda index, reply: None,
@@ -181,7 +181,7 @@ def _admit(  # noqa: PLR0917 - private helper of generate_packed
 
 
 def _step(
-    target: PackedTarget, active: list[_Row], sampling: Sampling, recorder: GenerationRecorder | None
+    target: PackedTarget, active: list[_Row], sampling: SamplingParams, recorder: GenerationRecorder | None
 ) -> list[int]:
     """One target forward over every row's feed; the next token of each row."""
     outputs = target.forward([Segment(cache=row.cache, token_ids=row.feed, keep=1) for row in active])

@@ -8,7 +8,7 @@ Each step:
 2. The speculation policy picks K for this batch size. Every prefilled sequence with a
    head drafts up to K tokens (fewer near its ``max_new_tokens``) from its own draft
    slot of one pool; the head runs once per chain step for all of them
-   (``speculative.batch_draft.BatchDrafter``).
+   (``engine.drafting.batch_draft.BatchDrafter``).
 3. One target forward over the packed new tokens of every sequence: a joining
    sequence's prompt, the others' pending token plus their drafts
    (``engine.packed_target``). A target with linear-attention layers (Qwen3-Next)
@@ -37,6 +37,8 @@ from types import TracebackType
 import torch
 from transformers import PreTrainedModel
 
+from engine.drafting.batch_draft import BatchDrafter, DraftRequest
+from engine.drafting.draft import Proposal
 from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
 from engine.segments import Segment, SegmentOutput, SequenceCache, ServingTarget
@@ -44,9 +46,7 @@ from engine.serving_targets import serving_target
 from serving.metrics import EngineMetrics
 from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
-from speculative.batch_draft import BatchDrafter, DraftRequest
 from speculative.decoder import SpeculativeDecoder, _check_head_fits, _eos_of
-from speculative.draft import Proposal
 from speculative.sequence import SequenceState
 from speculative.verification import Verdict, verify_greedy_rows
 

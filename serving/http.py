@@ -21,11 +21,11 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from transformers import PreTrainedTokenizerBase
 
+from engine.sampling import SamplingParams
 from serving.engine import ServingEngine
 from serving.openai_schema import ChatCompletionRequest, CompletionRequest, SamplingFields
 from serving.requests import GenerationRequest, TokenEvent
 from serving.text import TextStream
-from speculative.sampling import SamplingParams
 
 # OpenAI's default for /v1/completions; chat defaults to the rest of the context.
 DEFAULT_COMPLETION_TOKENS = 16

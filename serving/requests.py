@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from speculative.sampling import SamplingParams
+from engine.sampling import SamplingParams
 
 FinishReason = Literal["eos", "length", "cancelled", "error"]
 

@@ -6,8 +6,8 @@ losslessly (greedy or speculative sampling), plus plain decoding on the same eng
     baseline = decoder.generate_plain(prompt_ids, max_new_tokens=128)
 """
 
+from engine.sampling import SamplingParams
 from speculative.decoder import SpeculativeDecoder
 from speculative.result import GenerationResult, acceptance_by_position
-from speculative.sampling import SamplingParams
 
 __all__ = ["GenerationResult", "SamplingParams", "SpeculativeDecoder", "acceptance_by_position"]

@@ -26,15 +26,15 @@ import torch
 from transformers import PreTrainedModel
 
 from engine.capture import check_aux_layer_ids, decoder_layers
+from engine.drafting.draft import Drafter
+from engine.drafting.tree_draft import TreeShape, propose_tree
 from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
+from engine.sampling import SamplingParams, probabilities, sample
 from engine.slot_target_runner import SlotTargetRunner, slot_runner_wanted
 from engine.target import TargetOutput, TargetRunner
-from speculative.draft import Drafter
 from speculative.result import GenerationResult
-from speculative.sampling import SamplingParams, probabilities, sample
 from speculative.sequence import SequenceState
-from speculative.tree_draft import TreeShape, propose_tree
 from speculative.verification import Verdict, verify_greedy, verify_sampled
 
 logger = logging.getLogger(__name__)
@@ -239,7 +239,7 @@ class SpeculativeDecoder:
         self, run: _Run, target: Runner, drafter: Drafter, unseen: torch.Tensor, shape: TreeShape
     ) -> torch.Tensor:
         """``_round`` with a draft tree: the target scores every node in one forward and keeps
-        the greedy path through it (see ``speculative.tree``)."""
+        the greedy path through it (see ``engine.drafting.tree``)."""
         sequence, result = run.sequence, run.result
         draft_started = time.perf_counter()
         next_ids = self._ids(sequence.tokens_in(drafter.length + 1, target.length + 1))[0]

@@ -62,10 +62,10 @@ def run_eval(args: argparse.Namespace) -> int:
     import torch  # noqa: PLC0415
     from transformers import AutoTokenizer  # noqa: PLC0415
 
+    from engine.drafting.tree_draft import TreeShape  # noqa: PLC0415
     from engine.heads.export import load_head, resolve_head_dir  # noqa: PLC0415
     from speculative.decoder import SpeculativeDecoder  # noqa: PLC0415
     from speculative.evaluation import chat_prompts, compare, format_table  # noqa: PLC0415
-    from speculative.tree_draft import TreeShape  # noqa: PLC0415
     from trainer.data import load_conversations  # noqa: PLC0415
     from trainer.device import load_causal_lm, model_dtype, resolve_device  # noqa: PLC0415
 

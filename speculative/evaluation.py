@@ -14,9 +14,9 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from engine.drafting.tree_draft import TreeShape
 from speculative.decoder import SpeculativeDecoder
 from speculative.result import GenerationResult, acceptance_by_position
-from speculative.tree_draft import TreeShape
 from trainer.data.schema import Conversation, prompt_messages
 from trainer.data.tokenize import render_chat
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from speculative.sampling import sample
+from engine.sampling import sample
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ import torch
 from engine.generation import generate_batched
 from engine.packed_generation import Recording
 from engine.runner import SlotRunner
-from engine.sampling import Sampling
+from engine.sampling import SamplingParams
 from trainer.models.tiny import build_tiny_target
 
 pytestmark = [
@@ -17,7 +17,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 VOCAB = 96
-GREEDY = Sampling(temperature=0.0, top_p=1.0)
+GREEDY = SamplingParams(temperature=0.0, top_p=1.0)
 
 
 def test_a_replayed_decode_graph_equals_the_eager_step() -> None:

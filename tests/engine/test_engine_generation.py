@@ -12,11 +12,11 @@ from engine.generation import batching_supported, generate_batched
 from engine.kv_pool import SlotKVPool, pool_dtype
 from engine.packed_generation import Recording, generate_packed
 from engine.replies import Reply
-from engine.sampling import Sampling
+from engine.sampling import SamplingParams
 from trainer.models.tiny import build_tiny_target
 
 VOCAB = 96
-GREEDY = Sampling(temperature=0.0, top_p=1.0)
+GREEDY = SamplingParams(temperature=0.0, top_p=1.0)
 PROMPTS = [[5, 17, 33, 8], [40, 2, 71], [9, 9, 12, 60, 61, 3], [25], [30, 31, 32, 33, 34]]
 NEVER = VOCAB + 1  # a stop id never generated: rows end at the length cap
 RECORDING = Recording(layers=[0, 1, 2], dtypes=(torch.float32, torch.float32))
@@ -211,7 +211,7 @@ def test_recorded_features_match_the_exact_path(target: PreTrainedModel) -> None
 
 
 def test_sampled_replies_follow_the_seed_and_stay_in_the_vocabulary(target: PreTrainedModel) -> None:
-    sampling = Sampling(temperature=1.0, top_p=0.9)
+    sampling = SamplingParams(temperature=1.0, top_p=0.9)
     runs = []
     for _ in range(2):
         torch.manual_seed(11)

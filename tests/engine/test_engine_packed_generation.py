@@ -9,11 +9,11 @@ import torch
 from transformers import PreTrainedModel
 
 from engine.packed_generation import Recording, generate_packed, packing_supported
-from engine.sampling import Sampling, sample_tokens
+from engine.sampling import SamplingParams, sample_tokens
 from trainer.models.tiny import build_tiny_target
 
 VOCAB = 96
-GREEDY = Sampling(temperature=0.0, top_p=1.0)
+GREEDY = SamplingParams(temperature=0.0, top_p=1.0)
 PROMPTS = [[5, 17, 33, 8], [40, 2, 71], [9, 9, 12, 60, 61, 3], [25], [30, 31, 32, 33, 34]]
 
 
@@ -140,11 +140,11 @@ def test_sliding_window_models_are_not_packed() -> None:
 def test_sampling_keeps_to_the_top_p_nucleus() -> None:
     logits = torch.log(torch.tensor([[0.6, 0.3, 0.05, 0.05]])).repeat(400, 1)
     torch.manual_seed(0)
-    nucleus = sample_tokens(logits, Sampling(temperature=1.0, top_p=0.8))
+    nucleus = sample_tokens(logits, SamplingParams(temperature=1.0, top_p=0.8))
     assert set(nucleus.tolist()) == {0, 1}
-    assert sample_tokens(logits, Sampling(temperature=1.0, top_p=0.5)).eq(0).all()
+    assert sample_tokens(logits, SamplingParams(temperature=1.0, top_p=0.5)).eq(0).all()
     # Without a nucleus every token can come out, at about its probability.
-    free = sample_tokens(logits, Sampling(temperature=1.0, top_p=1.0))
+    free = sample_tokens(logits, SamplingParams(temperature=1.0, top_p=1.0))
     assert set(free.tolist()) == {0, 1, 2, 3}
     assert 0.5 < float(free.eq(0).float().mean()) < 0.7
 

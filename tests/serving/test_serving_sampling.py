@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
+from engine.sampling import SamplingParams, probabilities
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
-from speculative.sampling import SamplingParams, probabilities
 from tests.speculative.engine_doubles import random_head, tiny_target
 
 PROMPT = [5, 17, 30, 8]

@@ -13,11 +13,11 @@ from collections.abc import Collection
 import torch
 from transformers import PreTrainedModel
 
+from engine.drafting.replay import ReplayHead
 from engine.heads.config import DraftVariant, Eagle3HeadConfig
 from engine.heads.export import new_head
 from engine.heads.model import DraftKVCache, Eagle3DraftModel
 from engine.heads.peagle import PEagleDraftModel, PEagleHeadConfig
-from speculative.replay import ReplayHead
 from trainer.models.tiny import build_tiny_target
 
 ARCHITECTURES = [

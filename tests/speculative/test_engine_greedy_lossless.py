@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.drafting.tree_draft import TreeShape
 from speculative import SpeculativeDecoder
-from speculative.tree_draft import TreeShape
 from tests.speculative.engine_doubles import ARCHITECTURES, hf_greedy, oracle_head, random_head, tiny_target
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14]

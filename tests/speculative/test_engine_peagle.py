@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.drafting.tree_draft import TreeShape
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from speculative import SpeculativeDecoder
 from speculative import decoder as decoder_module
-from speculative.tree_draft import TreeShape
 from tests.speculative.engine_doubles import hf_greedy, parallel_oracle_head, random_head, tiny_target
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14]

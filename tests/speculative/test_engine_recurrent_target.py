@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from engine.drafting.tree_draft import TreeShape
 from speculative import SpeculativeDecoder
-from speculative.tree_draft import TreeShape
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
 
 QWEN3_NEXT = "Qwen3NextForCausalLM"

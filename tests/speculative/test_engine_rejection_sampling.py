@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from engine.sampling import probabilities, sample
 from speculative import SamplingParams, SpeculativeDecoder
-from speculative.sampling import probabilities, sample
 from speculative.verification import Verdict, verify_sampled
 from tests.speculative.engine_doubles import random_head, tiny_target
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from speculative.sampling import SamplingParams, probabilities
+from engine.sampling import SamplingParams, probabilities
 
 
 def test_top_p_keeps_the_smallest_nucleus_reaching_p() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from engine.drafting.tree_draft import TreeShape
 from engine.slot_target_runner import SlotTargetRunner
 from speculative import SpeculativeDecoder
-from speculative.tree_draft import TreeShape
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9]

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from engine.capture import TargetFeatureCapture
+from engine.drafting.draft import Drafter
+from engine.drafting.tree import DraftTree
+from engine.drafting.tree_draft import TreeShape, propose_tree
+from engine.sampling import SamplingParams
 from speculative import SpeculativeDecoder
-from speculative.draft import Drafter
-from speculative.sampling import SamplingParams
-from speculative.tree import DraftTree
-from speculative.tree_draft import TreeShape, propose_tree
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14]

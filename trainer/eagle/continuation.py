@@ -37,7 +37,7 @@ from engine.feature_recorder import GenerationRecorder
 from engine.generation import batching_supported, generate_batched
 from engine.packed_generation import Recording, generate_packed, packing_supported
 from engine.replies import Reply, SampleFeatures
-from engine.sampling import Sampling
+from engine.sampling import SamplingParams
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import ChatTemplateError, render_chat, user_turn_prefix
 from trainer.eagle.generation_features import FeaturedSample
@@ -244,7 +244,7 @@ def continue_conversations(
     was_training = model.training
     model.train(False)
     recording = None if feature_layers is None else Recording(layers=feature_layers, dtypes=feature_dtypes)
-    sampling = Sampling(temperature=temperature, top_p=top_p)
+    sampling = SamplingParams(temperature=temperature, top_p=top_p)
     opening = fixed_opening(tokenizer)
     try:
         if continuous and (batching_supported(model) if not exact else packing_supported(model)):
@@ -330,7 +330,7 @@ def _continue_in_batches(  # noqa: PLR0917 - private; continue_conversations is 
     stop_ids: list[int],
     max_new_tokens: int,
     batch_size: int,
-    sampling: Sampling,
+    sampling: SamplingParams,
     recording: Recording | None,
     should_stop: Callable[[], bool],
     progress: Callable[[int], None],

@@ -25,7 +25,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from engine.generation import batching_supported, generate_batched
-from engine.sampling import Sampling
+from engine.sampling import SamplingParams
 from trainer.data.schema import Conversation, Message
 from trainer.eagle.continuation import fixed_opening, generate_replies, stop_token_ids
 from trainer.eagle.prompt_openings import draw_openings
@@ -136,7 +136,7 @@ def synthesize_prompts(
                 stop_ids,
                 max_prompt_tokens,
                 batch_size,
-                Sampling(temperature, top_p),
+                SamplingParams(temperature, top_p),
                 should_stop,
             )
             for opening, first_ids, reply in zip(row_openings, opening_ids, replies, strict=False):
@@ -174,7 +174,7 @@ def _write_prompts(  # noqa: PLR0917 - private helper of synthesize_prompts
     stop_ids: list[int],
     max_prompt_tokens: int,
     batch_size: int,
-    sampling: Sampling,
+    sampling: SamplingParams,
     should_stop: Callable[[], bool],
 ) -> list[tuple[list[int], int | None] | None]:
     """One sampled continuation of ``prefix`` + each row's opening, in row order: (tokens,

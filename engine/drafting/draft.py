@@ -23,7 +23,7 @@ import torch
 
 from engine.heads.model import DraftKVCache, Eagle3DraftModel
 from engine.heads.peagle import PEagleDraftModel
-from speculative.sampling import SamplingParams, probabilities, sample
+from engine.sampling import SamplingParams, probabilities, sample
 
 
 @dataclass(frozen=True, slots=True)

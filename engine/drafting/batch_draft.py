@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.drafting.draft import Proposal, choose_draft, draft_to_target_table, to_target
 from engine.heads.draft_slots import DraftSlots, device_ints
 from engine.heads.model import Eagle3DraftModel
 from engine.heads.peagle import PEagleDraftModel
-from speculative.draft import Proposal, choose_draft, draft_to_target_table, to_target
-from speculative.sampling import SamplingParams
+from engine.sampling import SamplingParams
 
 
 @dataclass(frozen=True, slots=True)

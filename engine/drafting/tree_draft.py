@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.drafting.draft import Drafter
+from engine.drafting.tree import DraftTree
 from engine.heads.peagle import PEagleDraftModel
-from speculative.draft import Drafter
-from speculative.tree import DraftTree
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from engine.capture import TargetFeatureCapture
+from engine.drafting.batch_draft import BatchDrafter, DraftRequest
+from engine.drafting.draft import Drafter, Proposal
 from engine.heads import draft_slots
-from speculative.batch_draft import BatchDrafter, DraftRequest
-from speculative.draft import Drafter, Proposal
-from speculative.sampling import SamplingParams
+from engine.sampling import SamplingParams
 from tests.fixtures.host_syncs import counting_host_reads
 from tests.speculative.engine_doubles import random_head, tiny_target
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from engine.capture import TargetFeatureCapture
+from engine.drafting.draft import Drafter
 from engine.heads.model import TTTKeyValues
-from speculative.draft import Drafter
-from speculative.sampling import SamplingParams
+from engine.sampling import SamplingParams
 from tests.speculative.engine_doubles import random_head, tiny_target
 
 SEQUENCE = [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14, 22, 90, 31, 7, 66, 45, 12, 80, 2, 19, 54, 38]
