@@ -27,6 +27,7 @@ from engine.recorded_features import FeatureBuffers
 from engine.replies import FeatureRecorder, Reply
 from engine.runner import SlotRunner, StepOutput, batch_rows_for, key_length_for, pad_rows, padding_groups
 from engine.sampling import SamplingParams, next_tokens
+from engine.transfers import int_tables_to
 
 
 class _Slots:
@@ -99,26 +100,33 @@ def _prefill(
     state: _Slots, sampling: SamplingParams, joiners: list[tuple[int, int, list[int]]], starts: list[int]
 ) -> None:
     pool, device = state.runner.pool, state.runner.pool.device
-    slots = torch.tensor([slot for slot, _, _ in joiners], device=device)
     feeds = [prompt[start:] for (_, _, prompt), start in zip(joiners, starts, strict=True)]
     width = max(len(feed) for feed in feeds)
     host_positions = np.array(starts, dtype=np.int64)[:, None] + np.arange(width)[None, :]
     real = np.arange(width)[None, :] < np.array([len(f) for f in feeds])[:, None]
-    positions = torch.from_numpy(host_positions).to(device)
-    at = torch.from_numpy(np.where(real, host_positions, pool.scratch)).to(device)
     lengths = [len(prompt) for _, _, prompt in joiners]
+    slots, ids, positions, at, last, prompt_lengths = int_tables_to(
+        device,
+        [slot for slot, _, _ in joiners],
+        pad_rows(feeds, 0),
+        host_positions,
+        np.where(real, host_positions, pool.scratch),
+        [len(feed) - 1 for feed in feeds],
+        lengths,
+    )
+    shape = (len(feeds), width)
+    positions, at = positions.view(shape), at.view(shape)
     output = state.runner.forward(
-        torch.tensor(pad_rows(feeds, 0), device=device),
+        ids.view(shape),
         positions,
         at,
         slots=slots,
         key_length=key_length_for(max(lengths), pool.capacity),
     )
     _record(state, output, slots.unsqueeze(1), at)
-    last = torch.tensor([len(feed) - 1 for feed in feeds], device=device)
     last_hidden = output.hidden[torch.arange(len(feeds), device=device), last]
     greedy, chosen = next_tokens(state.runner.logits(last_hidden), sampling)
-    state.lengths[slots] = torch.tensor(lengths, device=device)
+    state.lengths[slots] = prompt_lengths
     state.feed[slots] = chosen
     state.tokens[slots, 0], state.argmax[slots, 0] = chosen, greedy
     state.count[slots] = 1

@@ -24,6 +24,7 @@ from transformers import PreTrainedModel
 from engine.replies import FeatureRecorder
 from engine.runner import SlotRunner, key_length_for, pad_rows
 from engine.segments import Segment, SegmentOutput, check_keep
+from engine.transfers import int_tables_to
 
 
 class SlotCache:
@@ -96,15 +97,6 @@ class SlotTarget:
         width = int(lengths.max())
         positions = starts[:, None] + np.arange(width)[None, :]
         real = np.arange(width)[None, :] < lengths[:, None]
-        output = self.runner.forward(
-            torch.tensor(pad_rows([s.token_ids for s in segments], 0), device=device),
-            torch.from_numpy(positions).to(device),
-            torch.from_numpy(np.where(real, positions, pool.scratch)).to(device),
-            slots=torch.tensor([cache.slot for cache in caches], device=device),
-            key_length=key_length_for(int((starts + lengths).max()), pool.capacity),
-        )
-        for cache, length in zip(caches, lengths.tolist(), strict=True):
-            cache.grow(length)
         # Flat indices of the kept positions (the last ``keep`` of each row), then of every real one.
         kept = np.concatenate(
             [
@@ -112,15 +104,31 @@ class SlotTarget:
                 for row, (s, n) in enumerate(zip(segments, lengths, strict=True))
             ]
         )
-        flat = output.hidden.reshape(-1, output.hidden.shape[-1])
-        logits = torch.split(
-            self.runner.logits(flat[torch.from_numpy(kept).to(device)]), [s.keep for s in segments]
+        every = np.flatnonzero(real.reshape(-1))
+        ids, at, writes, slots, kept_rows, real_rows = int_tables_to(
+            device,
+            pad_rows([s.token_ids for s in segments], 0),
+            positions,
+            np.where(real, positions, pool.scratch),
+            [cache.slot for cache in caches],
+            kept,
+            every,
         )
+        output = self.runner.forward(
+            ids.view(len(segments), width),
+            at.view(len(segments), width),
+            writes.view(len(segments), width),
+            slots=slots,
+            key_length=key_length_for(int((starts + lengths).max()), pool.capacity),
+        )
+        for cache, length in zip(caches, lengths.tolist(), strict=True):
+            cache.grow(length)
+        flat = output.hidden.reshape(-1, output.hidden.shape[-1])
+        logits = torch.split(self.runner.logits(flat[kept_rows]), [s.keep for s in segments])
         aux = output.aux
         if aux is None:
             return [SegmentOutput(logits=rows, features=None) for rows in logits]
-        every = torch.from_numpy(np.flatnonzero(real.reshape(-1))).to(device)
-        features = torch.split(aux.reshape(-1, aux.shape[-1])[every], lengths.tolist())
+        features = torch.split(aux.reshape(-1, aux.shape[-1])[real_rows], lengths.tolist())
         return [SegmentOutput(logits=r, features=f) for r, f in zip(logits, features, strict=True)]
 
 

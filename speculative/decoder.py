@@ -26,6 +26,7 @@ import torch
 from transformers import PreTrainedModel
 
 from engine.capture import check_aux_layer_ids, decoder_layers
+from engine.drafting.batch_draft import SlotDrafter
 from engine.drafting.draft import Drafter
 from engine.drafting.tree_draft import TreeShape, propose_tree
 from engine.heads.model import Eagle3DraftModel
@@ -70,24 +71,24 @@ class SpeculativeDecoder:
         self.eos_token_ids = frozenset(eos_token_ids if eos_token_ids is not None else _eos_of(target))
         self.vocab_size = int(target.config.get_text_config().vocab_size)
         self.head: Eagle3DraftModel | None = None
-        self._drafter: Drafter | None = None
+        self._drafter: Drafter | SlotDrafter | None = None
         aux_layer_ids: list[int] | None = None
+        # On a GPU, chains and plain decoding run on slot pools with CUDA graphs (lossless
+        # as vLLM's verification is); elsewhere the exact runner and drafter keep output
+        # bit-for-bit plain greedy decoding's. Recurrent targets need the exact runner's
+        # state rollback.
+        slots = slot_runner_wanted(target, slot_pool)
         if head is not None:
             _check_head_fits(head, target, self.vocab_size)
             self.head = head.to(device=self.device, dtype=target.dtype).eval()
-            self._drafter = Drafter(self.head, self.vocab_size)
+            self._drafter = (SlotDrafter if slots else Drafter)(self.head, self.vocab_size)
             aux_layer_ids = head.config.aux_layer_ids
         if pack_weights if pack_weights is not None else packing_available(self.device):
             pack_linear_layers(self.target)
             if self.head is not None:
                 pack_linear_layers(self.head)
-        # On a GPU, chains and plain decoding run on the slot pool with CUDA graphs (lossless
-        # as vLLM's verification is); elsewhere the exact runner keeps output bit-for-bit plain
-        # greedy decoding's. Recurrent targets need the exact runner's state rollback.
         self._target: Runner = (
-            SlotTargetRunner(target, aux_layer_ids)
-            if slot_runner_wanted(target, slot_pool)
-            else TargetRunner(target, aux_layer_ids)
+            SlotTargetRunner(target, aux_layer_ids) if slots else TargetRunner(target, aux_layer_ids)
         )
         self._tree_fallback_logged = False
 
@@ -176,7 +177,7 @@ class SpeculativeDecoder:
     def _speculate(
         self,
         sequence: SequenceState,
-        drafter: Drafter,
+        drafter: Drafter | SlotDrafter,
         drafting: int | TreeShape,
         params: SamplingParams,
         generator: torch.Generator | None,
@@ -202,6 +203,9 @@ class SpeculativeDecoder:
                 if num_drafts == 0:  # one token left: nothing to speculate on
                     self._last_step(run, target)
                 elif isinstance(drafting, TreeShape):
+                    # Trees run on the exact runner only (``generate`` falls back to a chain),
+                    # whose drafter is a ``Drafter``.
+                    assert isinstance(drafter, Drafter)
                     unseen = self._tree_round(run, target, drafter, unseen, drafting.limited_to(num_drafts))
                 else:
                     unseen = self._round(run, target, drafter, unseen, num_drafts)
@@ -210,13 +214,18 @@ class SpeculativeDecoder:
         return result
 
     def _round(
-        self, run: _Run, target: Runner, drafter: Drafter, unseen: torch.Tensor, num_drafts: int
+        self,
+        run: _Run,
+        target: Runner,
+        drafter: Drafter | SlotDrafter,
+        unseen: torch.Tensor,
+        num_drafts: int,
     ) -> torch.Tensor:
         """Draft, verify, keep the accepted tokens; returns the features the head has not seen."""
         sequence, result = run.sequence, run.result
         draft_started = time.perf_counter()
         # The head's entries lag the target by the positions accepted last round.
-        next_ids = self._ids(sequence.tokens_in(drafter.length + 1, target.length + 1))[0]
+        next_ids = sequence.tokens_in(drafter.length + 1, target.length + 1)
         proposal = drafter.propose(
             unseen, next_ids, num_tokens=num_drafts, params=run.params, generator=run.generator
         )

@@ -24,16 +24,18 @@ either way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
 from engine.drafting.draft import Proposal, choose_draft, draft_to_target_table, to_target
-from engine.heads.draft_slots import DraftSlots, device_ints
+from engine.heads.draft_slots import DraftSlots
 from engine.heads.model import Eagle3DraftModel
 from engine.heads.peagle import PEagleDraftModel
 from engine.sampling import SamplingParams
+from engine.transfers import int_tables_to
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,14 +169,17 @@ class BatchDrafter:
         slots = [request.slot for request in requests]
         newest = [new - 1 for new in layout.new]
         new_ids = [token for request in requests for token in request.next_token_ids]
-        sizes = [len(entries[0])] * 3 + [len(masks[0])] * 2 + [batch * width] + [batch] * 3
-        table = device_ints(
-            [*new_ids, *entries[0], *entries[1], *masks[0], *masks[1], *grid, *slots, *newest, *layout.extra],
-            self.slots.device,
-        )
-        parts = torch.split(table, sizes)
-        new_ids_on_device, entry_rows, entry_columns, mask_rows, mask_columns = parts[:5]
-        cells, rows, last, mask_counts = parts[5:]
+        (
+            new_ids_on_device,
+            entry_rows,
+            entry_columns,
+            mask_rows,
+            mask_columns,
+            cells,
+            rows,
+            last,
+            mask_counts,
+        ) = int_tables_to(self.slots.device, new_ids, *entries, *masks, grid, slots, newest, layout.extra)
         positions, rows = cells.view(batch, width), rows.view(batch, 1)
 
         features = torch.cat([request.aux_hidden_states for request in requests])
@@ -225,3 +230,48 @@ class BatchDrafter:
         tokens = tokens.clone()
         tokens[torch.tensor(sampled, device=tokens.device)] = torch.stack(drawn)
         return tokens
+
+
+class SlotDrafter:
+    """``Drafter``'s interface for one sequence, on a one-slot ``BatchDrafter``: the slot-pool
+    decoder's drafter (batch-1 decoding on a GPU), so its chain writes in place and keeps the
+    same operators every step, as the serving engine's does."""
+
+    def __init__(self, head: Eagle3DraftModel, target_vocab_size: int) -> None:
+        self.head = head
+        self._batch = BatchDrafter(head, target_vocab_size, max_sequences=1)
+        self._slot: int | None = None
+
+    @contextmanager
+    def session(self) -> Iterator[SlotDrafter]:
+        self._slot = self._batch.slots.acquire()
+        try:
+            yield self
+        finally:
+            self._batch.slots.release(self._slot)
+            self._slot = None
+
+    @property
+    def length(self) -> int:
+        """Entries built from target features."""
+        return self._batch.slots.length(self._require_slot())
+
+    def propose(
+        self,
+        aux_hidden_states: torch.Tensor,
+        next_token_ids: Sequence[int],
+        *,
+        num_tokens: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+    ) -> Proposal:
+        """As ``Drafter.propose``, with the next token ids on the host."""
+        request = DraftRequest(
+            self._require_slot(), aux_hidden_states, list(next_token_ids), num_tokens, params, generator
+        )
+        return self._batch.propose([request])[0]
+
+    def _require_slot(self) -> int:
+        if self._slot is None:
+            raise RuntimeError("SlotDrafter used outside session()")
+        return self._slot

@@ -15,7 +15,7 @@ entries.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -62,7 +62,7 @@ class Drafter:
     def propose(
         self,
         aux_hidden_states: torch.Tensor,
-        next_token_ids: torch.Tensor,
+        next_token_ids: torch.Tensor | Sequence[int],
         *,
         num_tokens: int,
         params: SamplingParams,
@@ -72,10 +72,12 @@ class Drafter:
 
         ``aux_hidden_states`` [n, 3H] are the features of positions ``length ..
         length+n-1``; ``next_token_ids`` [n] the tokens one position later (the last one
-        is the token the target has not processed yet).
+        is the token the target has not processed yet), on the device or the host.
         """
         if num_tokens < 1:
             raise ValueError(f"num_tokens must be at least 1, got {num_tokens}")
+        if not isinstance(next_token_ids, torch.Tensor):
+            next_token_ids = torch.tensor(next_token_ids, dtype=torch.long, device=aux_hidden_states.device)
         if isinstance(self.head, PEagleDraftModel):
             return self._propose_parallel(
                 self.head,

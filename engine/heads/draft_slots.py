@@ -99,13 +99,3 @@ class DraftSlots:
             raise ValueError(f"{key_length} keys do not fit a pool of {self.pool.capacity - 1} positions")
         mask = visible_keys(positions, key_length)
         return HeadSlotStep(self.pool, rows, positions, key_length, mask)
-
-
-def device_ints(values: list[int], device: torch.device) -> torch.Tensor:
-    """``values`` as an int64 tensor on ``device``. To a GPU through pinned memory and
-    ``non_blocking``: a copy from pageable memory makes the host wait for the device's queue
-    to drain, a stall in the middle of a step."""
-    host = torch.tensor(values, dtype=torch.long)
-    if device.type != "cuda":
-        return host.to(device)
-    return host.pin_memory().to(device, non_blocking=True)

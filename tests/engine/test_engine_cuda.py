@@ -3,13 +3,19 @@ agree with the CPU's. Skipped without a GPU (scripts/gpu-check.sh runs them on o
 
 from __future__ import annotations
 
+import copy
+
+import numpy as np
 import pytest
 import torch
 
+from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.generation import generate_batched
 from engine.packed_generation import Recording
 from engine.runner import SlotRunner
 from engine.sampling import SamplingParams
+from engine.transfers import int_tables_to
+from tests.speculative.engine_doubles import random_head, tiny_target
 from trainer.models.tiny import build_tiny_target
 
 pytestmark = [
@@ -62,3 +68,33 @@ def test_replies_and_features_on_cuda_agree_with_the_cpu() -> None:
     torch.testing.assert_close(
         first_gpu.features.final_hidden, first_cpu.features.final_hidden, atol=1e-3, rtol=1e-3
     )
+
+
+def test_int_tables_reach_the_gpu_intact() -> None:
+    ids, positions = int_tables_to(torch.device("cuda"), [[4, 5], [6, 7]], np.arange(3))
+    torch.cuda.synchronize()
+    assert ids.device.type == "cuda"
+    assert ids.tolist() == [4, 5, 6, 7]
+    assert positions.tolist() == [0, 1, 2]
+
+
+def test_the_batch_drafter_on_cuda_drafts_what_it_drafts_on_the_cpu() -> None:
+    target = tiny_target("LlamaForCausalLM")
+    head = random_head(target, seed=3)
+    vocab, width = int(target.config.vocab_size), 3 * int(target.config.hidden_size)
+    generator = torch.Generator().manual_seed(0)
+    features = [torch.randn(5 + row, width, generator=generator) for row in range(6)]
+    ids = [torch.randint(3, vocab, (5 + row,), generator=generator).tolist() for row in range(6)]
+    drafts = {}
+    for device in ("cpu", "cuda"):
+        drafter = BatchDrafter(copy.deepcopy(head).to(device), vocab, max_sequences=6)
+        requests = [
+            DraftRequest(drafter.slots.acquire(), feature.to(device), row_ids, 4, SamplingParams(), None)
+            for feature, row_ids in zip(features, ids, strict=True)
+        ]
+        with torch.inference_mode():
+            drafts[device] = [proposal.token_ids.tolist() for proposal in drafter.propose(requests)]
+    same = sum(
+        a == b for x, y in zip(drafts["cpu"], drafts["cuda"], strict=True) for a, b in zip(x, y, strict=True)
+    )
+    assert same / 24 >= 0.9

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from engine.drafting.batch_draft import SlotDrafter
 from engine.drafting.tree_draft import TreeShape
 from engine.slot_target_runner import SlotTargetRunner
 from speculative import SpeculativeDecoder
@@ -49,6 +50,8 @@ def test_accepted_runs_and_a_tree_request_on_the_slot_pool() -> None:
         slot_pool=True,
         pack_weights=False,
     )
+    # The slot-pool decoder drafts on a head slot pool too (the serving engine's drafter).
+    assert isinstance(decoder._drafter, SlotDrafter)
     result = decoder.generate(PROMPT, max_new_tokens=32)
     assert result.token_ids == expected
     assert result.tau > 4

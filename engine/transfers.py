@@ -1,0 +1,28 @@
+"""Small integer tables (token ids, positions, slots, indices) from the host to the device in
+one copy that does not stall the device.
+
+A step's bookkeeping lives on the host (lengths, the layout of a padded batch) and reaches
+the device as a handful of small tensors. ``torch.tensor(values, device="cuda")`` copies from
+pageable memory, which makes the host wait until the device's queue has drained: a stall
+per tensor, in the middle of a step. Here every table of a step goes in one buffer, through
+pinned memory with ``non_blocking``, so the host queues the copy and goes on (torch keeps
+the pinned buffer alive until the copy has run). On a CPU it is one tensor, split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+# A table: a flat list of ints, rows of ints (a padded batch) or a numpy array of any shape.
+IntTable = Sequence[int] | Sequence[Sequence[int]] | np.ndarray
+
+
+def int_tables_to(device: torch.device, *tables: IntTable) -> list[torch.Tensor]:
+    """Each of ``tables``, flattened, as an int64 tensor on ``device``, all in one copy."""
+    flat = [np.asarray(table, dtype=np.int64).reshape(-1) for table in tables]
+    host = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64))
+    moved = host.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else host.to(device)
+    return list(torch.split(moved, [len(table) for table in flat]))
