@@ -28,14 +28,19 @@ logger = logging.getLogger(__name__)
 DISABLE = "EAGLENEST_CUDA_GRAPHS"  # set to 0 to decode eagerly on CUDA too
 
 
+def graphs_enabled(device: torch.device) -> bool:
+    """Whether steps on ``device`` may be captured: CUDA, and not turned off."""
+    return device.type == "cuda" and os.environ.get(DISABLE, "1") != "0"
+
+
 def graphs_wanted(device: torch.device, config: object) -> bool:
     """Whether decode steps on ``device`` should be captured (CUDA, a dense target, not disabled)."""
     text = getattr(config, "get_text_config", lambda: config)()
     experts = getattr(text, "num_local_experts", None) or getattr(text, "num_experts", None)
-    return device.type == "cuda" and not experts and os.environ.get(DISABLE, "1") != "0"
+    return graphs_enabled(device) and not experts
 
 
-def _power_of_two_at_least(value: int, floor: int) -> int:
+def power_of_two_at_least(value: int, floor: int) -> int:
     size = floor
     while size < value:
         size *= 2
@@ -61,8 +66,8 @@ class DecodeGraphs:
 
     def bucket(self, rows: int, key_length: int) -> tuple[int, int]:
         return (
-            min(self.max_rows, _power_of_two_at_least(rows, 8)),
-            min(self.runner.pool.capacity, _power_of_two_at_least(key_length, 64)),
+            min(self.max_rows, power_of_two_at_least(rows, 8)),
+            min(self.runner.pool.capacity, power_of_two_at_least(key_length, 64)),
         )
 
     def run(

@@ -24,18 +24,22 @@ either way.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
+from engine.drafting.chain_graphs import chain_graphs_for, greedy_chain
 from engine.drafting.draft import Proposal, choose_draft, draft_to_target_table, to_target
 from engine.heads.draft_slots import DraftSlots
 from engine.heads.model import Eagle3DraftModel
 from engine.heads.peagle import PEagleDraftModel
 from engine.sampling import SamplingParams
 from engine.transfers import int_tables_to
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,7 @@ class BatchDrafter:
         self.target_vocab_size = target_vocab_size
         self.draft_to_target = draft_to_target_table(head)
         self.slots = DraftSlots(max_sequences, self.draft_to_target.device)
+        self._graphs = chain_graphs_for(head, self.slots, self.draft_to_target)
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
         """Add each request's entries to its slot, then draft its ``num_tokens`` tokens."""
@@ -116,12 +121,19 @@ class BatchDrafter:
             prenorm = out[batch, first.last]  # [B, H]
             drafts.append(self._choose(self.head.compute_logits(prenorm), requests, 0, probs))
             chain_positions = first.positions[batch, first.last][:, None]
-            for step in range(1, layout.longest_chain):
-                chain_positions = chain_positions + 1
-                head_step = self.slots.step(first.rows, chain_positions, max(committed) + step)
-                prenorm = self.head.forward_slots(drafts[-1][:, None], prenorm[:, None], head_step)[:, 0]
-                drafts.append(self._choose(self.head.compute_logits(prenorm), requests, step, probs))
-        tokens = torch.stack(drafts, dim=1)  # [B, longest chain]
+            steps = layout.longest_chain - 1
+            if steps and all(request.params.greedy for request in requests):
+                drafts.append(
+                    self._greedy_chain(drafts[0], prenorm, first.rows, chain_positions, steps, committed)
+                )
+            else:
+                for step in range(1, steps + 1):
+                    chain_positions = chain_positions + 1
+                    head_step = self.slots.step(first.rows, chain_positions, max(committed) + step)
+                    prenorm = self.head.forward_slots(drafts[-1][:, None], prenorm[:, None], head_step)[:, 0]
+                    drafts.append(self._choose(self.head.compute_logits(prenorm), requests, step, probs))
+        # [B, longest chain]: one [B] tensor per step, or the first and the greedy chain's [B, K-1].
+        tokens = torch.cat([draft.view(len(requests), -1) for draft in drafts], dim=1)
         return [
             Proposal(
                 token_ids=tokens[row, : request.num_tokens],
@@ -129,6 +141,36 @@ class BatchDrafter:
             )
             for row, request in enumerate(requests)
         ]
+
+    def _greedy_chain(  # noqa: PLR0917 - the chain's state after the first forward
+        self,
+        tokens: torch.Tensor,
+        prenorm: torch.Tensor,
+        rows: torch.Tensor,
+        positions: torch.Tensor,
+        steps: int,
+        committed: list[int],
+    ) -> torch.Tensor:
+        """The chain's later drafts [B, steps] when every row is greedy: one graph replay on a
+        GPU (``chain_graphs``), the same steps eagerly elsewhere or when capture failed."""
+        key_length = max(committed) + steps
+        if self._graphs is not None and not self._graphs.broken:
+            try:
+                return self._graphs.run(tokens, prenorm, rows, positions, steps=steps, key_length=key_length)
+            except RuntimeError:
+                logger.exception("capturing the draft chain failed; drafting eagerly from now on")
+                self._graphs.broken = True
+        return greedy_chain(
+            self.head,
+            self.slots,
+            self.draft_to_target,
+            tokens,
+            prenorm,
+            rows,
+            positions,
+            steps=steps,
+            key_length=key_length,
+        )
 
     def _layout(self, requests: Sequence[DraftRequest], parallel: bool) -> _Layout:
         starts = [self.slots.length(request.slot) for request in requests]

@@ -60,30 +60,35 @@ class HeadSlotStep:
 
 
 class DraftSlots:
-    """Slots of the head's pool for up to ``slots`` sequences, with their committed lengths."""
+    """Slots of the head's pool for up to ``slots`` sequences, with their committed lengths.
+
+    The pool has one row more, ``spare``, which no sequence holds: rows that pad a batch to a
+    fixed shape (a CUDA graph's) write there."""
 
     def __init__(self, slots: int, device: torch.device) -> None:
-        self.pool = SlotKVPool(1, slots, _INITIAL_POSITIONS, device)
+        self.pool = SlotKVPool(1, slots + 1, _INITIAL_POSITIONS, device)
         self.device = device
+        self.slots = slots
+        self.spare = slots
         self._lengths = [0] * slots
         self._free = list(range(slots - 1, -1, -1))  # popped from the end: slot 0 first
 
     def acquire(self) -> int:
         """A free slot with nothing committed."""
         if not self._free:
-            raise RuntimeError(f"all {self.pool.slots} draft slots are in use")
+            raise RuntimeError(f"all {self.slots} draft slots are in use")
         slot = self._free.pop()
         self._lengths[slot] = 0
         return slot
 
     def release(self, slot: int) -> None:
-        if slot in self._free or not 0 <= slot < self.pool.slots:
+        if slot in self._free or not 0 <= slot < self.slots:
             raise ValueError(f"draft slot {slot} is not in use")
         self._free.append(slot)
 
     @property
     def in_use(self) -> int:
-        return self.pool.slots - len(self._free)
+        return self.slots - len(self._free)
 
     def length(self, slot: int) -> int:
         """Entries of ``slot`` built from target features."""

@@ -98,3 +98,38 @@ def test_the_batch_drafter_on_cuda_drafts_what_it_drafts_on_the_cpu() -> None:
         a == b for x, y in zip(drafts["cpu"], drafts["cuda"], strict=True) for a, b in zip(x, y, strict=True)
     )
     assert same / 24 >= 0.9
+
+
+def test_a_replayed_draft_chain_drafts_what_the_eager_chain_drafts(monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tiny_target("LlamaForCausalLM")
+    head = random_head(target, seed=4).to("cuda")
+    vocab, width = int(target.config.vocab_size), 3 * int(target.config.hidden_size)
+    graphed = BatchDrafter(head, vocab, max_sequences=6)
+    monkeypatch.setenv("EAGLENEST_CUDA_GRAPHS", "0")
+    eager = BatchDrafter(head, vocab, max_sequences=6)
+    assert graphed._graphs is not None
+    assert eager._graphs is None
+    generator = torch.Generator().manual_seed(1)
+    drafts: dict[str, list[list[int]]] = {"graphed": [], "eager": []}
+    # Rounds of 6 and then 3 sequences: the second replays a graph padded past its rows.
+    for batch, new in ((6, 7), (3, 2), (6, 3)):
+        features = [torch.randn(new, width, generator=generator).to("cuda") for _ in range(batch)]
+        ids = [torch.randint(3, vocab, (new,), generator=generator).tolist() for _ in range(batch)]
+        for name, drafter in (("graphed", graphed), ("eager", eager)):
+            requests = [
+                DraftRequest(slot, feature, row_ids, 4, SamplingParams(), None)
+                for slot, feature, row_ids in zip(range(batch), features, ids, strict=True)
+            ]
+            for slot in range(batch):
+                if slot >= drafter.slots.in_use:
+                    drafter.slots.acquire()
+            with torch.inference_mode():
+                drafts[name] += [proposal.token_ids.tolist() for proposal in drafter.propose(requests)]
+    assert graphed._graphs is not None
+    assert not graphed._graphs.broken
+    same = sum(
+        a == b
+        for x, y in zip(drafts["graphed"], drafts["eager"], strict=True)
+        for a, b in zip(x, y, strict=True)
+    )
+    assert same / (4 * 15) >= 0.9

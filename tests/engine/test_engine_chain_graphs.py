@@ -1,0 +1,102 @@
+"""A captured draft chain's bookkeeping, on a CPU: buckets, padding rows, static inputs and
+recapture after the pool grows. A stand-in "capture" runs the chain eagerly on replay, so
+what is checked is everything around the CUDA graph (tests/engine/test_engine_cuda.py
+replays real graphs where a GPU is present)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from engine.drafting.batch_draft import BatchDrafter, DraftRequest
+from engine.drafting.chain_graphs import ChainGraphs
+from engine.heads import draft_slots
+from engine.sampling import SamplingParams
+from tests.speculative.engine_doubles import random_head, tiny_target
+
+
+def _eager_capture(function: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.Tensor]:
+    output = function()
+
+    def replay() -> None:
+        output.copy_(function())
+
+    return replay, output
+
+
+def _rounds(drafter: BatchDrafter, hidden: int, vocab: int) -> list[list[int]]:
+    """Rounds over different slots and lengths: 6 short sequences (bucket A); 3 of them made
+    long (bucket B; the pool grows if it must); the other 3, short (bucket A again, its rows
+    past 3 left from the first round, whose slots have since moved on); all 6."""
+    generator = torch.Generator().manual_seed(1)
+    slots = [drafter.slots.acquire() for _ in range(6)]
+    drafts: list[list[int]] = []
+    for members, new in ((slots, 3), (slots[3:], 140), (slots[:3], 2), (slots, 1)):
+        requests = [
+            DraftRequest(
+                slot,
+                torch.randn(new, 3 * hidden, generator=generator),
+                torch.randint(3, vocab, (new,), generator=generator).tolist(),
+                4,
+                SamplingParams(),
+                None,
+            )
+            for slot in members
+        ]
+        with torch.inference_mode():
+            drafts += [proposal.token_ids.tolist() for proposal in drafter.propose(requests)]
+    return drafts
+
+
+@pytest.mark.parametrize("first_positions", [1024, 8])
+def test_replayed_chains_draft_what_eager_chains_draft(
+    first_positions: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(draft_slots, "_INITIAL_POSITIONS", first_positions)
+    target = tiny_target("LlamaForCausalLM")
+    head = random_head(target, seed=4)
+    vocab, hidden = int(target.config.vocab_size), int(target.config.hidden_size)
+    graphed = BatchDrafter(head, vocab, max_sequences=6)
+    graphs = ChainGraphs(head, graphed.slots, graphed.draft_to_target, capture=_eager_capture)
+    graphed._graphs = graphs
+
+    replayed = _rounds(graphed, hidden, vocab)
+    plain = BatchDrafter(head, vocab, max_sequences=6)
+    eager = _rounds(plain, hidden, vocab)
+
+    assert replayed == eager
+    # Padding rows wrote nowhere a sequence keeps: every slot's committed entries are the same.
+    for slot in range(6):
+        length = plain.slots.length(slot)
+        assert graphed.slots.length(slot) == length
+        for kept, reference in zip(
+            graphed.slots.pool.layer(0, torch.zeros(1)),
+            plain.slots.pool.layer(0, torch.zeros(1)),
+            strict=True,
+        ):
+            torch.testing.assert_close(kept[slot, :, :length], reference[slot, :, :length])
+    # Buckets A (6 rows, 3 steps, 64 keys) and B (6, 3, 256). A pool of 8 positions grows to
+    # 512 for B, so A is captured again when the short sequences come back; one of 1024 never
+    # grows, and A's capture is replayed.
+    assert graphs.captures == (2 if first_positions == 1024 else 3)
+    assert graphed.slots.pool.capacity == max(first_positions, 512)
+    assert not graphs.broken
+
+
+def test_a_chain_that_cannot_be_captured_is_drafted_eagerly() -> None:
+    target = tiny_target("LlamaForCausalLM")
+    head = random_head(target, seed=4)
+    vocab, hidden = int(target.config.vocab_size), int(target.config.hidden_size)
+
+    def failing_capture(function: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.Tensor]:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    drafter = BatchDrafter(head, vocab, max_sequences=6)
+    drafter._graphs = ChainGraphs(head, drafter.slots, drafter.draft_to_target, capture=failing_capture)
+
+    drafted = _rounds(drafter, hidden, vocab)
+
+    assert drafter._graphs.broken
+    assert drafted == _rounds(BatchDrafter(head, vocab, max_sequences=6), hidden, vocab)
