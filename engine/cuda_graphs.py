@@ -1,11 +1,14 @@
-"""CUDA graphs of the decode step: one captured forward per (rows, keys) bucket, replayed.
+"""CUDA graphs of the target's short steps: one captured forward per (rows, width, keys)
+bucket, replayed. A decode step is one token a row; a batch-1 verify step, the pending token
+and K drafts.
 
-A decode step of a small model is launch-bound on a GPU: hundreds of tiny kernels, each a few
+A step of a small model is launch-bound on a GPU: hundreds of tiny kernels, each a few
 microseconds of host time, around a fraction of a millisecond of work. A graph replays the
 whole step with one launch. Shapes must not change between replays, so rows and keys are
-rounded up to powers of two (a handful of graphs per run); the padding rows write their keys
-to the pool's scratch position and are cut from the outputs. Features the recorder takes are
-computed inside the graph, so they come back as the graph's own output buffers.
+rounded up to powers of two (a handful of graphs per run; the width is taken as it comes,
+one per K); the padding rows write their keys to the pool's scratch position and are cut
+from the outputs. Features the recorder takes are computed inside the graph, so they come
+back as the graph's own output buffers.
 
 Mixture-of-experts targets route tokens with data-dependent shapes, which a graph cannot hold:
 they decode eagerly.
@@ -15,12 +18,15 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import torch
 
 if TYPE_CHECKING:
+    from torch.cuda import _POOL_HANDLE
+
     from engine.runner import SlotRunner, StepOutput
 
 logger = logging.getLogger(__name__)
@@ -47,34 +53,66 @@ def power_of_two_at_least(value: int, floor: int) -> int:
     return size
 
 
+_Output = TypeVar("_Output")
+
+
+class Capture(Protocol):
+    """Captures a function of no arguments: (replay, its output), where ``replay()`` computes
+    the function again into that same output. ``cuda_graph_capture`` on a GPU; the tests drive
+    the bookkeeping around it on a CPU with an eager stand-in."""
+
+    def __call__(self, function: Callable[[], _Output]) -> tuple[Callable[[], None], _Output]: ...
+
+
+def cuda_graph_capture(memory: _POOL_HANDLE) -> Capture:
+    """Capture into a CUDA graph in the memory pool ``memory``, after a warm-up on a side
+    stream (it allocates the kernels' workspaces, and a pool's layers, outside the graph)."""
+
+    def capture(function: Callable[[], _Output]) -> tuple[Callable[[], None], _Output]:
+        side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                function()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=memory):
+            output = function()
+        return graph.replay, output
+
+    return capture
+
+
 @dataclass
 class _Graph:
-    graph: torch.cuda.CUDAGraph
-    input_ids: torch.Tensor  # [rows, 1]
-    positions: torch.Tensor  # [rows, 1]
-    write_positions: torch.Tensor  # [rows, 1]
+    replay: Callable[[], None]
+    input_ids: torch.Tensor  # [rows, width]
+    positions: torch.Tensor  # [rows, width]
+    write_positions: torch.Tensor  # [rows, width]
     output: StepOutput
 
 
 class DecodeGraphs:
-    """The decode graphs of one runner, sharing one memory pool."""
+    """The step graphs of one runner (row r is slot r), sharing one memory pool."""
 
-    def __init__(self, runner: SlotRunner, max_rows: int) -> None:
+    def __init__(self, runner: SlotRunner, max_rows: int, capture: Capture | None = None) -> None:
         self.runner, self.max_rows = runner, max_rows
-        self._graphs: dict[tuple[int, int], _Graph] = {}
-        self._memory = torch.cuda.graph_pool_handle()
+        self._graphs: dict[tuple[int, int, int], _Graph] = {}
+        self._capture_function = capture or cuda_graph_capture(torch.cuda.graph_pool_handle())
+        self.captures = 0
 
-    def bucket(self, rows: int, key_length: int) -> tuple[int, int]:
+    def bucket(self, rows: int, width: int, key_length: int) -> tuple[int, int, int]:
         return (
             min(self.max_rows, power_of_two_at_least(rows, 8)),
+            width,
             min(self.runner.pool.capacity, power_of_two_at_least(key_length, 64)),
         )
 
     def run(
         self, input_ids: torch.Tensor, positions: torch.Tensor, write_positions: torch.Tensor, key_length: int
     ) -> StepOutput:
-        rows = input_ids.shape[0]
-        key = self.bucket(rows, key_length)
+        rows, width = input_ids.shape
+        key = self.bucket(rows, width, key_length)
         graph = self._graphs.get(key)
         if graph is None:
             graph = self._graphs[key] = self._capture(*key)
@@ -83,27 +121,22 @@ class DecodeGraphs:
         graph.write_positions[:rows].copy_(write_positions)
         # Padding rows must not write where an earlier, larger call's rows did.
         graph.write_positions[rows:].fill_(self.runner.pool.scratch)
-        graph.graph.replay()
+        graph.replay()
         return graph.output.rows(rows)
 
-    def _capture(self, rows: int, key_length: int) -> _Graph:
+    def _capture(self, rows: int, width: int, key_length: int) -> _Graph:
         device, scratch = self.runner.pool.device, self.runner.pool.scratch
         # Padding rows (and the warm-up) write only to the scratch position: harmless to the pool.
-        input_ids = torch.zeros((rows, 1), dtype=torch.long, device=device)
-        positions = torch.zeros((rows, 1), dtype=torch.long, device=device)
-        write_positions = torch.full((rows, 1), scratch, dtype=torch.long, device=device)
-        # Warm up on a side stream (allocates the pool's layers and the kernels' workspaces
-        # before capture, so neither lands inside the graph).
-        side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                self.runner.forward(input_ids, positions, write_positions, slots=None, key_length=key_length)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._memory):
-            output = self.runner.forward(
+        input_ids = torch.zeros((rows, width), dtype=torch.long, device=device)
+        positions = torch.zeros((rows, width), dtype=torch.long, device=device)
+        write_positions = torch.full((rows, width), scratch, dtype=torch.long, device=device)
+
+        def step() -> StepOutput:
+            return self.runner.forward(
                 input_ids, positions, write_positions, slots=None, key_length=key_length
             )
-        logger.info("captured a decode graph for %d rows and %d keys", rows, key_length)
-        return _Graph(graph, input_ids, positions, write_positions, output)
+
+        replay, output = self._capture_function(step)
+        self.captures += 1
+        logger.info("captured a step graph: %d rows of %d tokens, %d keys", rows, width, key_length)
+        return _Graph(replay, input_ids, positions, write_positions, output)

@@ -133,8 +133,9 @@ class SlotRunner:
         *,
         key_length: int,
     ) -> StepOutput:
-        """One token [R, 1] for each of the first R slots (row r is slot r): a graph replay
-        where graphs are on, else ``forward``."""
+        """A short step [R, W] (one token a row to decode, the pending token and K drafts to
+        verify) for each of the first R slots (row r is slot r): a graph replay where graphs
+        are on, else ``forward``."""
         if self.graphs is not None:
             return self.graphs.run(input_ids, positions, write_positions, key_length)
         return self.forward(input_ids, positions, write_positions, slots=None, key_length=key_length)

@@ -22,6 +22,10 @@ from engine.generation import batching_supported
 from engine.runner import SlotRunner, key_length_for, pool_positions
 from engine.target import TargetOutput
 
+# The widest step after the prompt replayed as a CUDA graph: a verify of K <= 15 drafts (one
+# graph per K); prompts, and anything wider, run eagerly.
+GRAPHED_WIDTH = 16
+
 
 def slot_runner_wanted(model: PreTrainedModel, wanted: bool | None) -> bool:
     """``wanted`` if given, else: on CUDA, for targets without linear-attention layers."""
@@ -92,7 +96,7 @@ class SlotTargetRunner:
             )
         positions = torch.arange(self._length, self._length + count, device=input_ids.device).unsqueeze(0)
         keys = key_length_for(self._length + count, self._capacity)
-        if count == 1:
+        if self._length and count <= GRAPHED_WIDTH:  # decode or verify (not a prompt): a graph on a GPU
             output = runner.decode(input_ids, positions, positions, key_length=keys)
         else:
             output = runner.forward(input_ids, positions, positions, slots=None, key_length=keys)

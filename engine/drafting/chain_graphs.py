@@ -18,17 +18,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
-from engine.cuda_graphs import graphs_enabled, power_of_two_at_least
+from engine.cuda_graphs import Capture, cuda_graph_capture, graphs_enabled, power_of_two_at_least
 from engine.drafting.draft import to_target
 from engine.heads.draft_slots import DraftSlots
 from engine.heads.model import Eagle3DraftModel
-
-if TYPE_CHECKING:
-    from torch.cuda import _POOL_HANDLE
 
 logger = logging.getLogger(__name__)
 
@@ -57,29 +53,6 @@ def greedy_chain(  # noqa: PLR0917 - the chain's state, each a tensor the graph 
         tokens = to_target(draft_to_target, head.compute_logits(prenorm).argmax(-1))
         drafts.append(tokens)
     return torch.stack(drafts, dim=1)
-
-
-# Captures a function of no arguments: (replay, its output), replay rewriting that output in place.
-Capture = Callable[[Callable[[], torch.Tensor]], tuple[Callable[[], None], torch.Tensor]]
-
-
-def cuda_graph_capture(memory: _POOL_HANDLE) -> Capture:
-    """Capture into a CUDA graph (in the memory pool ``memory``), after a warm-up on a side
-    stream that allocates the kernels' workspaces outside the graph."""
-
-    def capture(function: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.Tensor]:
-        side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                function()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=memory):
-            output = function()
-        return graph.replay, output
-
-    return capture
 
 
 @dataclass

@@ -14,16 +14,8 @@ from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.drafting.chain_graphs import ChainGraphs
 from engine.heads import draft_slots
 from engine.sampling import SamplingParams
+from tests.engine.eager_capture import eager_capture
 from tests.speculative.engine_doubles import random_head, tiny_target
-
-
-def _eager_capture(function: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.Tensor]:
-    output = function()
-
-    def replay() -> None:
-        output.copy_(function())
-
-    return replay, output
 
 
 def _rounds(drafter: BatchDrafter, hidden: int, vocab: int) -> list[list[int]]:
@@ -59,7 +51,7 @@ def test_replayed_chains_draft_what_eager_chains_draft(
     head = random_head(target, seed=4)
     vocab, hidden = int(target.config.vocab_size), int(target.config.hidden_size)
     graphed = BatchDrafter(head, vocab, max_sequences=6)
-    graphs = ChainGraphs(head, graphed.slots, graphed.draft_to_target, capture=_eager_capture)
+    graphs = ChainGraphs(head, graphed.slots, graphed.draft_to_target, capture=eager_capture)
     graphed._graphs = graphs
 
     replayed = _rounds(graphed, hidden, vocab)

@@ -33,12 +33,16 @@ def test_a_replayed_decode_graph_equals_the_eager_step() -> None:
     assert runner.graphs is not None
     try:
         with torch.inference_mode():
-            for step in range(3):  # the first call captures, the next ones replay
-                ids = torch.randint(3, VOCAB, (5, 1), device="cuda")
-                at = torch.full((5, 1), step, device="cuda")
-                graphed = runner.decode(ids, at, at, key_length=step + 1).hidden.clone()
-                plain = eager.forward(ids, at, at, slots=None, key_length=step + 1).hidden
+            # One-token decode steps, then verify-like steps of 4 tokens a row; in each, the
+            # first call captures and the next ones replay.
+            start = 0
+            for width in (1, 1, 1, 4, 4):
+                ids = torch.randint(3, VOCAB, (5, width), device="cuda")
+                at = (start + torch.arange(width, device="cuda")).expand(5, width)
+                graphed = runner.decode(ids, at, at, key_length=start + width).hidden.clone()
+                plain = eager.forward(ids, at, at, slots=None, key_length=start + width).hidden
                 torch.testing.assert_close(graphed, plain, atol=1e-4, rtol=1e-4)
+                start += width
     finally:
         runner.close()
         eager.close()
