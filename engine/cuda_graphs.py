@@ -89,15 +89,17 @@ class _Graph:
     input_ids: torch.Tensor  # [rows, width]
     positions: torch.Tensor  # [rows, width]
     write_positions: torch.Tensor  # [rows, width]
+    slots: torch.Tensor | None  # [rows] each row's slot; None: row r is slot r
     output: StepOutput
 
 
 class DecodeGraphs:
-    """The step graphs of one runner (row r is slot r), sharing one memory pool."""
+    """The step graphs of one runner, sharing one memory pool. Rows are the first slots, or
+    any slots given per step (the serving target's sequences hold slots in any order)."""
 
     def __init__(self, runner: SlotRunner, max_rows: int, capture: Capture | None = None) -> None:
         self.runner, self.max_rows = runner, max_rows
-        self._graphs: dict[tuple[int, int, int], _Graph] = {}
+        self._graphs: dict[tuple[int, int, int, bool], _Graph] = {}
         self._capture_function = capture or cuda_graph_capture(torch.cuda.graph_pool_handle())
         self.captures = 0
 
@@ -109,34 +111,43 @@ class DecodeGraphs:
         )
 
     def run(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, write_positions: torch.Tensor, key_length: int
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        write_positions: torch.Tensor,
+        key_length: int,
+        slots: torch.Tensor | None = None,
     ) -> StepOutput:
         rows, width = input_ids.shape
-        key = self.bucket(rows, width, key_length)
+        key = (*self.bucket(rows, width, key_length), slots is not None)
         graph = self._graphs.get(key)
         if graph is None:
             graph = self._graphs[key] = self._capture(*key)
         graph.input_ids[:rows].copy_(input_ids)
         graph.positions[:rows].copy_(positions)
         graph.write_positions[:rows].copy_(write_positions)
+        if graph.slots is not None and slots is not None:
+            graph.slots[:rows].copy_(slots)
         # Padding rows must not write where an earlier, larger call's rows did.
         graph.write_positions[rows:].fill_(self.runner.pool.scratch)
         graph.replay()
         return graph.output.rows(rows)
 
-    def _capture(self, rows: int, width: int, key_length: int) -> _Graph:
+    def _capture(self, rows: int, width: int, key_length: int, slotted: bool) -> _Graph:
         device, scratch = self.runner.pool.device, self.runner.pool.scratch
         # Padding rows (and the warm-up) write only to the scratch position: harmless to the pool.
         input_ids = torch.zeros((rows, width), dtype=torch.long, device=device)
         positions = torch.zeros((rows, width), dtype=torch.long, device=device)
         write_positions = torch.full((rows, width), scratch, dtype=torch.long, device=device)
+        # Padding rows read slot 0 and write its scratch position: harmless to every sequence.
+        slots = torch.zeros(rows, dtype=torch.long, device=device) if slotted else None
 
         def step() -> StepOutput:
             return self.runner.forward(
-                input_ids, positions, write_positions, slots=None, key_length=key_length
+                input_ids, positions, write_positions, slots=slots, key_length=key_length
             )
 
         replay, output = self._capture_function(step)
         self.captures += 1
         logger.info("captured a step graph: %d rows of %d tokens, %d keys", rows, width, key_length)
-        return _Graph(replay, input_ids, positions, write_positions, output)
+        return _Graph(replay, input_ids, positions, write_positions, slots, output)

@@ -132,13 +132,14 @@ class SlotRunner:
         write_positions: torch.Tensor,
         *,
         key_length: int,
+        slots: torch.Tensor | None = None,
     ) -> StepOutput:
         """A short step [R, W] (one token a row to decode, the pending token and K drafts to
-        verify) for each of the first R slots (row r is slot r): a graph replay where graphs
-        are on, else ``forward``."""
+        verify) for slots ``slots`` [R] (None: the first R slots, row r is slot r): a graph
+        replay where graphs are on, else ``forward``."""
         if self.graphs is not None:
-            return self.graphs.run(input_ids, positions, write_positions, key_length)
-        return self.forward(input_ids, positions, write_positions, slots=None, key_length=key_length)
+            return self.graphs.run(input_ids, positions, write_positions, key_length, slots)
+        return self.forward(input_ids, positions, write_positions, slots=slots, key_length=key_length)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits [R, V] of final hidden states [R, H]."""

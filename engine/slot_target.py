@@ -24,6 +24,7 @@ from transformers import PreTrainedModel
 from engine.replies import FeatureRecorder
 from engine.runner import SlotRunner, key_length_for, pad_rows
 from engine.segments import Segment, SegmentOutput, check_keep
+from engine.slot_target_runner import GRAPHED_WIDTH
 from engine.transfers import int_tables_to
 
 
@@ -66,7 +67,13 @@ class SlotTarget:
         recorder: FeatureRecorder | None = None,
     ) -> None:
         self.model = model
-        self.runner = SlotRunner(model, slots=max_sequences, capacity=max_positions + 1, recorder=recorder)
+        self.runner = SlotRunner(
+            model,
+            slots=max_sequences,
+            capacity=max_positions + 1,
+            recorder=recorder,
+            graph_rows=max_sequences,
+        )
         self._free = list(range(max_sequences - 1, -1, -1))
         self._recorder = recorder
         if recorder is not None:
@@ -114,7 +121,10 @@ class SlotTarget:
             kept,
             every,
         )
-        output = self.runner.forward(
+        # Decode and verify steps (no prompt in the batch) replay a graph on a GPU; a step with a
+        # joining prompt runs eagerly.
+        step = self.runner.decode if starts.all() and width <= GRAPHED_WIDTH else self.runner.forward
+        output = step(
             ids.view(len(segments), width),
             at.view(len(segments), width),
             writes.view(len(segments), width),

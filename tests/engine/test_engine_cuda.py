@@ -15,7 +15,8 @@ from engine.packed_generation import Recording
 from engine.runner import SlotRunner
 from engine.sampling import SamplingParams
 from engine.transfers import int_tables_to
-from tests.speculative.engine_doubles import random_head, tiny_target
+from serving import FixedSpeculation, GenerationRequest, ServingEngine
+from tests.speculative.engine_doubles import hf_greedy, random_head, tiny_target
 from trainer.models.tiny import build_tiny_target
 
 pytestmark = [
@@ -137,3 +138,25 @@ def test_a_replayed_draft_chain_drafts_what_the_eager_chain_drafts(monkeypatch: 
         for a, b in zip(x, y, strict=True)
     )
     assert same / (4 * 15) >= 0.9
+
+
+def test_serving_on_cuda_replays_steps_and_agrees_with_greedy_decoding() -> None:
+    reference = tiny_target("LlamaForCausalLM")  # the same weights, decoded by transformers on the CPU
+    reference.generation_config.eos_token_id = None
+    prompts = [[5, 17, 33, 8, 41, 12], [9, 9, 3], [70, 1, 5, 6, 7, 8, 9, 10], [4]]
+    expected = [hf_greedy(reference, prompt, 24) for prompt in prompts]
+    target = tiny_target("LlamaForCausalLM").to("cuda")
+    target.load_state_dict(reference.state_dict())
+    target.generation_config.eos_token_id = None
+    with ServingEngine(
+        target, random_head(target, seed=2), speculation=FixedSpeculation(3), max_batch_size=3
+    ) as engine:
+        outputs = [handle.wait(120) for handle in [engine.submit(GenerationRequest(p, 24)) for p in prompts]]
+        graphs = getattr(engine.target, "runner", None)
+    agree = sum(
+        a == b for out, exp in zip(outputs, expected, strict=True) for a, b in zip(out, exp, strict=True)
+    )
+    assert agree / (24 * len(prompts)) >= 0.99
+    assert graphs is not None
+    assert graphs.graphs is not None
+    assert graphs.graphs.captures >= 1
