@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU benchmark (issue #30), within about 8 minutes of one CUDA GPU, ending in one table:
 #   1. benchmarks/engine_speed.py: one sync, batch-1 decode ms/token, distillation reply
-#      tokens/s with features at 64 and 256 rows (GPU utilisation), serving at 8 concurrent;
-#   2. the CUDA-only tests (tests/engine/test_engine_cuda.py: graphs, replies and features vs CPU);
+#      tokens/s with features at 64 and 256 rows (GPU utilisation), serving at 8 concurrent
+#      plain and with the shipped head (K=3), the head's draft step at 1 and 8 sequences;
+#   2. the CUDA-only tests (tests/engine/test_engine_cuda.py: decode, verify and draft-chain
+#      graphs against eager steps, serving on the GPU, replies and features vs CPU);
 #   3. a short job's head: MINUTES of wall clock, self-instruct prompts + chit-chat, then
 #      `trainer eval` on HumanEval + CHAMP prompts (unlike its data), timed.
 #
