@@ -13,6 +13,7 @@ from engine.segments import Segment
 from engine.serving_targets import serving_target
 from engine.slot_target import SlotTarget
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
+from tests.fixtures.host_syncs import counting_host_reads
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
 
 PROMPTS = [
@@ -100,3 +101,21 @@ def test_a_dropped_cache_hands_its_slot_back_and_a_full_pool_says_so() -> None:
         slots.close()
     assert target.config._attn_implementation != "eaglenest_slots"
     assert torch.is_grad_enabled()
+
+
+def test_a_verify_step_on_the_slot_pool_reads_nothing_back_to_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Lengths and the batch's layout live on the host; the step only queues work on the device."""
+    target = tiny_target("LlamaForCausalLM")
+    slots = SlotTarget(target, max_sequences=2, max_positions=32)
+    try:
+        first, second = slots.new_cache(), slots.new_cache()
+        with torch.inference_mode():
+            slots.forward([Segment(first, [5, 6, 7], keep=1), Segment(second, [8, 9], keep=1)])
+            with counting_host_reads(monkeypatch) as reads:
+                outputs = slots.forward([Segment(first, [1, 2, 3, 4], keep=4), Segment(second, [10], keep=1)])
+        assert reads.count == 0
+        assert [o.logits.shape[0] for o in outputs] == [4, 1]
+    finally:
+        slots.close()
