@@ -205,7 +205,11 @@ def _check_benchmark(published: Published, *, model_uri: str, output_uri: str) -
     assert results["prompt_source"] == "held-out conversations (never trained on)"
     assert "artifacts" not in results  # the worker's local paths are not published
     for (configuration, _), row in rows.items():
-        assert row["successful_requests"] == 2
+        # guidellm counts a cancelled request as processed (scheduler/worker_group.py): on a loaded
+        # machine its processes can create one request past max_requests, cancel it, and end the
+        # level after one success. What the engine answers for: no request it served errored.
+        assert 1 <= row["successful_requests"] <= 2
+        assert row["errored_requests"] == 0
         assert row["output_tokens_mean"] == 8
         assert row["ttft_ms"] > 0
         assert row["output_throughput"] > 0
