@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.drafting.chain_graphs import chain_graphs_for, greedy_chain
+from engine.drafting.chain_graphs import chain_graphs_for, chain_step, greedy_chain
 from engine.drafting.draft import Proposal, choose_draft, draft_to_target_table, to_target
 from engine.heads.draft_slots import DraftSlots
 from engine.heads.model import Eagle3DraftModel
@@ -129,9 +129,16 @@ class BatchDrafter:
             else:
                 for step in range(1, steps + 1):
                     chain_positions = chain_positions + 1
-                    head_step = self.slots.step(first.rows, chain_positions, max(committed) + step)
-                    prenorm = self.head.forward_slots(drafts[-1][:, None], prenorm[:, None], head_step)[:, 0]
-                    drafts.append(self._choose(self.head.compute_logits(prenorm), requests, step, probs))
+                    prenorm, logits = chain_step(
+                        self.head,
+                        self.slots,
+                        drafts[-1],
+                        prenorm,
+                        first.rows,
+                        chain_positions,
+                        max(committed) + step,
+                    )
+                    drafts.append(self._choose(logits, requests, step, probs))
         # [B, longest chain]: one [B] tensor per step, or the first and the greedy chain's [B, K-1].
         tokens = torch.cat([draft.view(len(requests), -1) for draft in drafts], dim=1)
         return [
@@ -280,7 +287,6 @@ class SlotDrafter:
     same operators every step, as the serving engine's does."""
 
     def __init__(self, head: Eagle3DraftModel, target_vocab_size: int) -> None:
-        self.head = head
         self._batch = BatchDrafter(head, target_vocab_size, max_sequences=1)
         self._slot: int | None = None
 

@@ -48,11 +48,28 @@ def greedy_chain(  # noqa: PLR0917 - the chain's state, each a tensor the graph 
     drafts: list[torch.Tensor] = []
     for _ in range(steps):
         positions = positions + 1
-        step = slots.step(rows, positions, key_length)
-        prenorm = head.forward_slots(tokens[:, None], prenorm[:, None], step)[:, 0]
-        tokens = to_target(draft_to_target, head.compute_logits(prenorm).argmax(-1))
+        prenorm, logits = chain_step(head, slots, tokens, prenorm, rows, positions, key_length)
+        tokens = to_target(draft_to_target, logits.argmax(-1))
         drafts.append(tokens)
     return torch.stack(drafts, dim=1)
+
+
+def chain_step(  # noqa: PLR0917 - the chain's state, as greedy_chain keeps it
+    head: Eagle3DraftModel,
+    slots: DraftSlots,
+    tokens: torch.Tensor,
+    prenorm: torch.Tensor,
+    rows: torch.Tensor,
+    positions: torch.Tensor,
+    key_length: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of a chain, greedy or sampled: each row's last draft ``tokens`` [B] and the
+    output that drafted it ``prenorm`` [B, H] go in at ``positions`` [B, 1] of slots ``rows``
+    [B, 1]; out come the new output [B, H] and its draft-vocabulary logits [B, V]. Choosing
+    the next draft is the caller's: greedy chains do it on the device (and in a graph)."""
+    step = slots.step(rows, positions, key_length)
+    prenorm = head.forward_slots(tokens[:, None], prenorm[:, None], step)[:, 0]
+    return prenorm, head.compute_logits(prenorm)
 
 
 @dataclass
