@@ -4,6 +4,7 @@ positions a caller asks for."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import torch
@@ -11,6 +12,7 @@ from transformers import PreTrainedModel
 
 from engine.cuda_graphs import DecodeGraphs, graphs_wanted
 from engine.kv_pool import SlotKVPool
+from engine.packed_linear import small_products_packed
 from engine.replies import FeatureRecorder
 from engine.slot_attention import SLOT_ATTENTION, SlotStep, slot_step, visible_keys
 
@@ -25,6 +27,10 @@ def attention_windows(model: PreTrainedModel) -> list[int | None]:
     )
     return [None, int(window)] if sliding and window else [None]
 
+
+# Products of up to this many rows (decode and verify steps, not prefills) run on packed
+# weights on a CPU: where the packed layout stops winning (engine.packed_linear).
+MAX_PACKED_ROWS = 128
 
 # A sequence's room in a serving or decoding pool: the model's context, up to this (the pool's
 # memory grows with it).
@@ -58,8 +64,8 @@ class StepOutput:
 class SlotRunner:
     """The target switched to slot attention over its own pool, for as long as it is open.
 
-    ``close`` puts the model's attention implementation back: later code (``generate``, the
-    training pass) sees the model as it was handed in."""
+    ``close`` puts the model's attention implementation and linear layers back: later code
+    (``generate``, the training pass) sees the model as it was handed in."""
 
     def __init__(
         self,
@@ -88,9 +94,16 @@ class SlotRunner:
             if graph_rows is not None and graphs_wanted(self.pool.device, model.config)
             else None
         )
+        # A float32 target on a CPU runs its decode-sized products on packed weights while the
+        # runner is open (engine.packed_linear says what that wins; this path is not bit-exact
+        # with batch-1 decoding anyway). Last, so nothing above can fail with the model changed.
+        self._packing = ExitStack()
+        self._packing.enter_context(small_products_packed(model, max_packed_rows=MAX_PACKED_ROWS))
+        self.head = model.get_output_embeddings()  # type: ignore[no-untyped-call]  # maybe swapped
 
     def close(self) -> None:
         self.model.set_attn_implementation(self._previous_attention)
+        self._packing.close()
 
     def forward(
         self,
