@@ -83,7 +83,7 @@ class SlotRunner:
         head = model.get_output_embeddings()  # type: ignore[no-untyped-call]
         if not isinstance(decoder, torch.nn.Module) or not isinstance(head, torch.nn.Module):
             raise ValueError(f"{type(model).__name__} has no model.model decoder and LM head to run")
-        self.decoder, self.head = decoder, head
+        self.decoder = decoder
         self.windows = attention_windows(model)
         self.pool = SlotKVPool(num_decoder_layers(model), slots, capacity, model.device)
         self._previous_attention = model.config._attn_implementation
@@ -99,7 +99,8 @@ class SlotRunner:
         # with batch-1 decoding anyway). Last, so nothing above can fail with the model changed.
         self._packing = ExitStack()
         self._packing.enter_context(small_products_packed(model, max_packed_rows=MAX_PACKED_ROWS))
-        self.head = model.get_output_embeddings()  # type: ignore[no-untyped-call]  # maybe swapped
+        # The head as the model holds it now: packed, where packing applies.
+        self.head: torch.nn.Module = model.get_output_embeddings()  # type: ignore[no-untyped-call]
 
     def close(self) -> None:
         self.model.set_attn_implementation(self._previous_attention)
