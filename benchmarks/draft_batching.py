@@ -20,13 +20,12 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from engine.capture import TargetFeatureCapture
+from engine.dispatched_ops import DispatchedOps
 from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.drafting.draft import Drafter, Proposal
 from engine.heads.export import load_head
@@ -191,25 +190,6 @@ def _request(slot: int, features: torch.Tensor, next_ids: list[int], k: int) -> 
     )
 
 
-class _CountOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Counts the ATen operators a step dispatches: on a GPU, about one kernel launch each,
-    which is what a small model's step costs there."""
-
-    def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.count = 0
-
-    def __torch_dispatch__(
-        self,
-        func: Callable[..., Any],
-        types: object,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
 def _time(step: Callable[[], list[Proposal]]) -> tuple[float, int, list[Proposal]]:
     """Median milliseconds of one engine step (the first two repetitions warm up), the ATen
     operators of one more, and the last step's proposals."""
@@ -218,9 +198,9 @@ def _time(step: Callable[[], list[Proposal]]) -> tuple[float, int, list[Proposal
         started = time.perf_counter()
         step()
         times.append((time.perf_counter() - started) * 1000)
-    with _CountOps() as ops:
+    with DispatchedOps() as ops:
         proposals = step()
-    return statistics.median(times[2:]), ops.count, proposals
+    return statistics.median(times[2:]), len(ops.names), proposals
 
 
 if __name__ == "__main__":

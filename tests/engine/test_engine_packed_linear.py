@@ -3,13 +3,11 @@ small products while it runs."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from engine.dispatched_ops import DispatchedOps
 from engine.generation import generate_batched
 from engine.packed_linear import (
     PackedLinear,
@@ -85,22 +83,8 @@ def test_a_dtype_this_cpu_cannot_pack_keeps_the_stock_linear() -> None:
         assert model(torch.ones(1, 8, dtype=torch.bfloat16)).dtype == torch.bfloat16
 
 
-class OpNames(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """The ATen (and oneDNN) operators a block dispatches, by name."""
-
-    def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.names: list[str] = []
-
-    def __torch_dispatch__(
-        self, func: Any, types: object, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
-    ) -> Any:
-        self.names.append(str(func.overloadpacket))
-        return func(*args, **(kwargs or {}))
-
-
 def matmul_ops(module: nn.Module, rows: int) -> list[str]:
-    with torch.inference_mode(), OpNames() as ops:
+    with torch.inference_mode(), DispatchedOps() as ops:
         module(torch.randn(rows, 1, 64))
     return [name for name in ops.names if "linear" in name or "mm" in name]
 
