@@ -19,7 +19,7 @@ import torch
 from trainer.config import TrainConfig
 from trainer.data.schema import Conversation
 from trainer.device import resolve_device
-from trainer.eagle.data import DataStats, generation_copy, with_self_instruct
+from trainer.eagle.data import generation_copy, with_self_instruct
 from trainer.eagle.distillation import (
     chunk_size,
     distil_chunks,
@@ -27,6 +27,7 @@ from trainer.eagle.distillation import (
     select_conversations,
 )
 from trainer.eagle.distilled import DistilledRecord, origins_of
+from trainer.eagle.prepared import DataStats
 from trainer.train import load_target, use_bf16
 
 

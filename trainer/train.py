@@ -24,8 +24,8 @@ import torch
 
 from trainer.config import TrainConfig
 from trainer.eagle.checkpoint import best_checkpoint, latest_checkpoint
-from trainer.eagle.data import PREPARED_DIR, data_fingerprint, load_prepared
 from trainer.eagle.data_parallel import DataParallel
+from trainer.eagle.prepared import PREPARED_DIR, data_fingerprint, load_prepared
 from trainer.eagle.process_group import data_parallel_group
 from trainer.eagle.reporting import Evaluation, TrainResult
 from trainer.training.data import (

@@ -16,7 +16,8 @@ from typing import Any
 from core.s3 import S3Location
 from core.s3_store import S3Store
 from trainer.eagle.checkpoint import BEST, LATEST, latest_checkpoint, read_checkpoint_state
-from trainer.eagle.data import HELDOUT_FILE, PREPARED_DIR, REGENERATED_FILE
+from trainer.eagle.data import HELDOUT_FILE, REGENERATED_FILE
+from trainer.eagle.prepared import PREPARED_DIR
 from trainer.train import CHECKPOINT_DIRNAME, METRICS_FILE
 
 logger = logging.getLogger(__name__)

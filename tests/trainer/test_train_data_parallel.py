@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from tests.trainer.eagle.tiny_data import write_chat_data
 from trainer.config import TrainConfig
 from trainer.eagle.batching import plan_batches
-from trainer.eagle.data import data_fingerprint, load_prepared
+from trainer.eagle.prepared import data_fingerprint, load_prepared
 from trainer.eagle.process_group import CONFIG_FILE, STORE_FILE
 from trainer.eagle.reporting import TrainProgress
 from trainer.train import share_cores, train

@@ -14,12 +14,10 @@ from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.batch_runner import BatchRunner, TrainOrder
 from trainer.eagle.batching import Batch, plan_batches
 from trainer.eagle.budget_clock import Clock
-from trainer.eagle.data import (
-    PreparedData,
-)
 from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.features import FeatureCache, TargetTeacher
 from trainer.eagle.generation_features import recorded_features
+from trainer.eagle.prepared import PreparedData
 from trainer.eagle.schedule import StepTimer
 from trainer.training.data import (
     use_bf16,

@@ -14,13 +14,8 @@ from engine.heads.config import default_feature_layer_ids, default_variant
 from engine.heads.validate import read_head_config
 from trainer.config import TrainConfig
 from trainer.device import bf16_matmuls_native, load_causal_lm, resolve_device
-from trainer.eagle.data import (
-    PreparedData,
-    data_fingerprint,
-    load_prepared,
-    prepare_data,
-    save_prepared,
-)
+from trainer.eagle.data import prepare_data
+from trainer.eagle.prepared import PreparedData, data_fingerprint, load_prepared, save_prepared
 from trainer.training.run import Run
 
 logger = logging.getLogger(__name__)

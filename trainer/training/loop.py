@@ -21,12 +21,10 @@ from trainer.eagle.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from trainer.eagle.data import (
-    PreparedData,
-)
 from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.features import TargetTeacher
 from trainer.eagle.optimizer import HeadOptimizer, build_optimizer
+from trainer.eagle.prepared import PreparedData
 from trainer.eagle.reporting import (
     EvalMetrics,
     MetricsLog,

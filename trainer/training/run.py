@@ -18,11 +18,7 @@ from engine.heads.export import RUN_HEAD_DIRNAME
 from engine.heads.head_format import draft_variant
 from trainer.config import TrainConfig
 from trainer.eagle.budget_clock import Clock, budget_clock
-from trainer.eagle.data import (
-    PREPARED_DIR,
-    DataStats,
-    PreparedData,
-)
+from trainer.eagle.prepared import PREPARED_DIR, DataStats, PreparedData
 from trainer.eagle.reporting import (
     DataSummary,
     DraftHeadSummary,

@@ -29,7 +29,8 @@ from core.output_layout import (
 from core.s3 import S3Location, s3_client
 from core.s3_store import S3Store
 from trainer.config import TrainConfig
-from trainer.eagle.data import HELDOUT_FILE, PREPARED_DIR, REGENERATED_FILE, data_fingerprint
+from trainer.eagle.data import HELDOUT_FILE, REGENERATED_FILE
+from trainer.eagle.prepared import PREPARED_DIR, data_fingerprint
 from trainer.eagle.reporting import TrainResult
 from trainer.train import HEAD_DIRNAME, METRICS_FILE, train
 from worker.artifacts import FannedOutDistillation, HeadInput, TrainOutput, required

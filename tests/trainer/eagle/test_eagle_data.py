@@ -12,14 +12,9 @@ from transformers import AutoTokenizer
 from trainer.config import TrainConfig
 from trainer.data.schema import Conversation, Message
 from trainer.eagle.continuation import fixed_opening
-from trainer.eagle.data import (
-    HELDOUT_FILE,
-    data_fingerprint,
-    load_prepared,
-    prepare_data,
-    save_prepared,
-)
+from trainer.eagle.data import HELDOUT_FILE, prepare_data
 from trainer.eagle.distillation import regeneration_order
+from trainer.eagle.prepared import data_fingerprint, load_prepared, save_prepared
 from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
 
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from trainer.config import TrainConfig
-from trainer.eagle.data import HELDOUT_FILE, REGENERATED_FILE, PreparedData, prepare_data
+from trainer.eagle.data import HELDOUT_FILE, REGENERATED_FILE, prepare_data
 from trainer.eagle.distilled import read_distilled
+from trainer.eagle.prepared import PreparedData
 from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
 
 

@@ -13,7 +13,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trainer.config import TrainConfig
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import render_chat, user_turn_prefix
-from trainer.eagle.data import DataStats, prepare_data, with_self_instruct
+from trainer.eagle.data import prepare_data, with_self_instruct
+from trainer.eagle.prepared import DataStats
 from trainer.eagle.prompt_openings import TASK_OPENINGS, draw_openings, task_openings
 from trainer.eagle.self_instruct import SOURCE, SelfInstructResult, drop_reason, synthesize_prompts
 from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
