@@ -27,6 +27,7 @@ from trainer.data.tokenize import (
     TokenizedConversation,
     tokenize_conversations,
 )
+from trainer.data.writer import write_jsonl
 from trainer.eagle.budget_clock import Clock
 from trainer.eagle.continuation import (
     distilled_loss_mask,
@@ -38,7 +39,7 @@ from trainer.eagle.distilled import (
     origins_of,
     write_distilled,
 )
-from trainer.eagle.prepared import DataStats, PreparedData, write_jsonl
+from trainer.eagle.prepared import DataStats, PreparedData
 from trainer.eagle.prompt_openings import task_openings
 from trainer.eagle.reporting import Stage
 from trainer.eagle.self_instruct import synthesize_prompts

@@ -26,6 +26,7 @@ from trainer.config import TrainConfig
 from trainer.data.formats.sharegpt import SPEAKER_ROLES, to_record
 from trainer.data.schema import Conversation, Message, prompt_messages
 from trainer.data.split import content_key
+from trainer.data.writer import write_jsonl
 
 # Bumped when a record's meaning changes, so that old and new records never share a cache key.
 RECORD_FORMAT = 1
@@ -164,8 +165,4 @@ def generation_settings(config: TrainConfig) -> dict[str, Any]:
 
 
 def write_distilled(path: Path, records: Sequence[DistilledRecord]) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
-    temporary.replace(path)
+    write_jsonl(path, (record.to_json() for record in records))

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from trainer.config import TrainConfig
 from trainer.data.files import expand_data_paths
 from trainer.data.tokenize import TokenizedConversation
+from trainer.data.writer import write_jsonl
 from trainer.file_digest import sha256_of
 
 PREPARED_DIR = "prepared"
@@ -95,14 +94,6 @@ def data_fingerprint(config: TrainConfig) -> str:
     if config.context_loss:  # only when on, so a fingerprint without it stays what it was before
         payload["context_loss"] = True
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    temporary.replace(path)
 
 
 def read_samples(path: Path) -> list[TokenizedConversation]:
