@@ -61,14 +61,40 @@ def register(subparsers: Any) -> None:
         help="start from the head already in --out and every reply its builds distilled "
         "(distilled.jsonl.gz), with a new seed: the budget adds to theirs (the manifest's chain lists them)",
     )
-    ship.add_argument("--datasets", nargs="+", default=["humaneval", "champ"], help="built-in datasets")
-    ship.add_argument("--eval-prompts", type=int, default=20, help="chit-chat openers measured (default 20)")
-    ship.add_argument("--eval-max-new-tokens", type=int, default=64, help="tokens per prompt (default 64)")
+    ship.add_argument(
+        "--datasets",
+        nargs="*",
+        default=["humaneval", "champ"],
+        help="built-in datasets (default humaneval champ); none after the flag: self-instruct prompts only",
+    )
+    _add_measurement_arguments(ship)
     ship.add_argument("--hardware-note", default="", help="what the manifest should say about the machine")
     ship.add_argument(
         "--train-overrides", default="{}", help="JSON TrainConfig fields over the recipe (tests, experiments)"
     )
     ship.set_defaults(handler=run_ship)
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="measure a shipped head's tau and speedup on this machine; --write records it in its manifest",
+        description="Greedy plain and speculative decoding (`python -m trainer eval`) of chit-chat openers, "
+        "prompts unlike the shipped recipe's data, on this machine: how a head built on a GPU gets its CPU "
+        "figures, and how two heads are compared on one machine. --write makes the measurement the "
+        "manifest's evaluation and keeps the earlier ones (the head's files, and so their sha256, are "
+        "unchanged).",
+    )
+    evaluate.add_argument("--model-dir", type=Path, required=True, help="the target (Hugging Face directory)")
+    evaluate.add_argument("--head", type=Path, required=True, help="the head's folder, e.g. heads/<model>")
+    _add_measurement_arguments(evaluate)
+    evaluate.add_argument("--k", type=int, default=3, help="draft tokens per verification (default 3)")
+    evaluate.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    evaluate.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="default cpu")
+    evaluate.add_argument(
+        "--work-dir", type=Path, default=None, help="prompts and report (default: a temporary folder)"
+    )
+    evaluate.add_argument(
+        "--write", action="store_true", help="record the measurement in the head's manifest.json"
+    )
+    evaluate.set_defaults(handler=run_evaluate)
     check = commands.add_parser(
         "check-shipped", help="check that a model's shipped head matches its manifest (`make model` runs it)"
     )
@@ -82,6 +108,14 @@ def register(subparsers: Any) -> None:
             help="the base heads of a running embedded stack (`eaglenest up --state-dir`), reached with "
             "its S3 endpoint and the service's own key; without it, the EAGLENEST_* settings",
         )
+
+
+def _add_measurement_arguments(parser: argparse.ArgumentParser) -> None:
+    """How a head is measured, the same for `ship` and `evaluate`."""
+    parser.add_argument(
+        "--eval-prompts", type=int, default=20, help="chit-chat openers measured (default 20)"
+    )
+    parser.add_argument("--eval-max-new-tokens", type=int, default=64, help="tokens per prompt (default 64)")
 
 
 def _open(state_dir: Path | None) -> tuple[Any, Any, Any] | None:
@@ -190,6 +224,7 @@ def run_ship(args: argparse.Namespace) -> int:
 
     from db.settings import get_settings  # noqa: PLC0415
     from worker.shipped_head_build import ShipOptions, ship_base_head  # noqa: PLC0415 - loads torch
+    from worker.shipped_head_eval import summary_line  # noqa: PLC0415
 
     options = ShipOptions(
         model_dir=args.model_dir,
@@ -205,11 +240,55 @@ def run_ship(args: argparse.Namespace) -> int:
         continue_build=args.continue_build,
     )
     manifest = ship_base_head(get_settings(), options)
-    evaluation = manifest["evaluation"]
     print(
-        f"{args.out}: tau {evaluation['tau']:.2f}, speedup {evaluation['speedup']:.2f}x on "
-        f"{evaluation['prompts']}; model.safetensors sha256 {manifest['files']['model.safetensors']}"
+        f"{args.out}: {summary_line(manifest['evaluation'])}; "
+        f"model.safetensors sha256 {manifest['files']['model.safetensors']}"
     )
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    import tempfile  # noqa: PLC0415
+
+    from worker.shipped_head_eval import (  # noqa: PLC0415 - loads the trainer's data readers
+        EvalSettings,
+        evaluate_head,
+        record_evaluation,
+        summary_line,
+    )
+    from worker.shipped_heads import MANIFEST, ShippedHeadRefusedError, verify_shipped_head  # noqa: PLC0415
+
+    for name in ("eval_prompts", "eval_max_new_tokens", "k", "threads"):
+        if getattr(args, name) < 1:
+            print(f"error: --{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+            return 1
+    for flag, path in (("--model-dir", args.model_dir), ("--head", args.head)):
+        if not path.is_dir():
+            print(f"error: {flag} {path}: not a directory")
+            return 1
+    if args.write:
+        if not (args.head / MANIFEST).is_file():
+            print(f"error: --write: {args.head} has no {MANIFEST} to record the measurement in")
+            return 1
+        try:  # before spending minutes measuring a head whose manifest would be refused
+            verify_shipped_head(args.head)
+        except ShippedHeadRefusedError as error:
+            print(f"error: {error}")
+            return 1
+    settings = EvalSettings(
+        prompts=args.eval_prompts,
+        max_new_tokens=args.eval_max_new_tokens,
+        k=args.k,
+        threads=args.threads,
+        device=args.device,
+    )
+    with tempfile.TemporaryDirectory(prefix="eaglenest-head-eval-") as temporary:
+        work_dir = args.work_dir or Path(temporary)
+        evaluation = evaluate_head(args.model_dir, args.head, work_dir, settings)
+    print(f"{args.head}: {summary_line(evaluation)}")
+    if args.write:
+        record_evaluation(args.head, evaluation)
+        print(f"{args.head / MANIFEST}: evaluation recorded (the earlier one kept in earlier_evaluations)")
     return 0
 
 

@@ -16,10 +16,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shlex
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,9 +28,7 @@ import torch
 from core.output_layout import HEAD_FILES
 from db.settings import Settings
 from trainer.config import TrainConfig
-from trainer.data.builtin import load_builtin, prepare_builtin
-from trainer.data.schema import Conversation
-from trainer.data.writer import write_conversations_jsonl
+from trainer.data.builtin import prepare_builtin
 from trainer.eagle.data import REGENERATED_FILE
 from trainer.eagle.reporting import TrainResult
 from trainer.file_digest import sha256_of
@@ -42,12 +37,10 @@ from worker.base_head_build import progress_printer
 from worker.base_head_recipe import base_head_config, name_the_verifier
 from worker.code_version import code_version
 from worker.shipped_head_chain import Continuation, prepare_continuation, save_distilled, total_minutes
+from worker.shipped_head_eval import EVAL_DATASET, EvalSettings, evaluate_head
 from worker.shipped_heads import MANIFEST, model_fingerprint
 
 Say = Callable[[str], None]
-# Prompts of a kind none of the data is: the first user turn of chit-chat conversations
-# (casual human chat; the head learns from code, maths and the target's own prompts).
-EVAL_DATASET = "chitchat"
 
 
 @dataclass(frozen=True)
@@ -86,8 +79,10 @@ def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -
     distilled = save_distilled(out, _distilled_parts(continuation, config.out_dir / REGENERATED_FILE))
     chain = continuation.chain() if continuation is not None else []
     name_the_verifier(out, options.model_dir.name)
-    say(f"Evaluating {out} on {options.eval_prompts} {EVAL_DATASET} openers")
-    evaluation = _evaluate(options, _eval_prompts(data_dir, options.eval_prompts))
+    say(f"Evaluating {out} on {options.eval_prompts} {EVAL_DATASET} openers ({config.device})")
+    evaluation = evaluate_head(
+        options.model_dir, out, options.work_dir / "eval", _eval_settings(options, config)
+    )
     manifest = {
         "name": out.name,
         "format": "EAGLE-3 native head (config.json + model.safetensors), bfloat16",
@@ -170,63 +165,16 @@ def _recipe(result: TrainResult, options: ShipOptions) -> dict[str, Any]:
     return recipe
 
 
-def _eval_prompts(data_dir: Path, count: int) -> Path:
-    openers = [
-        Conversation(messages=[conversation.messages[0]], source=conversation.source)
-        for conversation in load_builtin(EVAL_DATASET)
-        if conversation.messages and conversation.messages[0].role == "user"
-    ][:count]
-    path = data_dir / f"eval-{EVAL_DATASET}-openers.jsonl"
-    write_conversations_jsonl(openers, path)
-    return path
-
-
-def _evaluate(options: ShipOptions, prompts: Path) -> dict[str, Any]:
-    """``python -m trainer eval``: greedy plain and speculative decoding, same engine, same run."""
-    report = options.work_dir / "eval.json"
-    command = [
-        sys.executable,
-        "-m",
-        "trainer",
-        "eval",
-        "--model",
-        str(options.model_dir),
-        "--head",
-        str(options.out_dir),
-        "--prompts",
-        str(prompts),
-        "--k",
-        str(options.eval_k),
-        "--max-new-tokens",
-        str(options.eval_max_new_tokens),
-        "--threads",
-        str(options.eval_threads),
-        "--json",
-        str(report),
-    ]
-    subprocess.run(command, check=True)
-    measured = json.loads(report.read_text())
-    measured_keys = (
-        "tau",
-        "speedup",
-        "acceptance_by_position",
-        "tokens_per_s_plain",
-        "tokens_per_s_spec",
-        "identical_outputs",
-        "k",
-        "max_new_tokens",
-        "threads",
-        "dtype",
+def _eval_settings(options: ShipOptions, config: TrainConfig) -> EvalSettings:
+    """Measured on the device the head trained on (a GPU build: ``base-heads evaluate --write``
+    measures it again on a CPU afterwards)."""
+    return EvalSettings(
+        prompts=options.eval_prompts,
+        max_new_tokens=options.eval_max_new_tokens,
+        k=options.eval_k,
+        threads=options.eval_threads,
+        device=config.device,
     )
-    return {
-        "prompts": f"the first user turn of the first {options.eval_prompts} {EVAL_DATASET} conversations",
-        "prompts_sha256": sha256_of(prompts),
-        "prompt_count": measured.get("prompts"),
-        "command": _checkout_relative(
-            shlex.join(["python", *command[1:]]).replace(str(options.work_dir), "<work>")
-        ),
-        **{key: measured.get(key) for key in measured_keys},
-    }
 
 
 def _hardware(config: TrainConfig, note: str) -> dict[str, Any]:

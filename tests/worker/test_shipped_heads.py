@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from cli.main import build_parser, main
 from db.queries.optimization_job import list_job_events
 from db.session import session_scope
 from db.settings import Settings
@@ -94,6 +95,8 @@ def test_the_rebuild_writes_a_bf16_head_and_a_manifest_that_describes_it(
     assert 0 < manifest["draft_vocab"]["coverage_of_training_tokens"] <= 1
     evaluation = manifest["evaluation"]
     assert evaluation["prompt_count"] == 2
+    assert evaluation["device"] == "cpu"  # measured where it trained
+    assert evaluation["measured_on"]["cpu_count"] >= 1
     assert evaluation["tau"] >= 1.0
     assert evaluation["speedup"] > 0
     assert manifest["files"] == {
@@ -106,6 +109,52 @@ def test_the_rebuild_writes_a_bf16_head_and_a_manifest_that_describes_it(
     found = shipped_head_for(tiny_smollm2_target_dir, shipped.parent)
     assert found is not None
     assert found.directory == shipped
+
+
+def test_evaluate_write_records_this_machines_measurement_and_keeps_the_earlier_one(
+    shipped: Path, tmp_path: Path, tiny_smollm2_target_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``base-heads evaluate --write``: how a head built on a GPU gets its CPU figures."""
+    head = shutil.copytree(shipped, tmp_path / "tiny")
+    first = json.loads((head / "manifest.json").read_text())
+    argv = ["base-heads", "evaluate", "--model-dir", str(tiny_smollm2_target_dir), "--head", str(head)]
+    assert main([*argv, "--eval-prompts", "3", "--eval-max-new-tokens", "4", "--write"]) == 0
+    assert "tau " in capsys.readouterr().out
+    manifest = json.loads((head / "manifest.json").read_text())
+    evaluation = manifest["evaluation"]
+    assert (evaluation["prompt_count"], evaluation["max_new_tokens"], evaluation["k"]) == (3, 4, 3)
+    assert evaluation["tau"] >= 1.0
+    assert manifest["earlier_evaluations"] == [first["evaluation"]]
+    assert {key: manifest[key] for key in first if key != "evaluation"} == {
+        key: value for key, value in first.items() if key != "evaluation"
+    }
+    assert verify_shipped_head(head).sha256 == first["files"]  # the head itself is untouched
+
+
+def test_evaluate_refuses_a_tampered_head_and_bad_arguments_before_measuring(
+    shipped: Path, tmp_path: Path, tiny_smollm2_target_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = shutil.copytree(shipped, tmp_path / "tiny")
+    before = (head / "manifest.json").read_bytes()
+    argv = ["base-heads", "evaluate", "--model-dir", str(tiny_smollm2_target_dir), "--head", str(head)]
+    assert main([*argv, "--eval-prompts", "0"]) == 1
+    assert "--eval-prompts must be at least 1, got 0" in capsys.readouterr().out
+    with (head / "model.safetensors").open("ab") as weights:
+        weights.write(b"\0")
+    assert main([*argv, "--write"]) == 1
+    assert "model.safetensors has sha256" in capsys.readouterr().out
+    assert (head / "manifest.json").read_bytes() == before  # nothing recorded over it
+
+
+def test_ship_takes_no_datasets_after_the_flag_and_humaneval_and_champ_by_default() -> None:
+    args = build_parser().parse_args(
+        ["base-heads", "ship", "--model-dir", "m", "--out", "o", "--minutes", "1", "--datasets"]
+    )
+    assert args.datasets == []
+    defaults = build_parser().parse_args(
+        ["base-heads", "ship", "--model-dir", "m", "--out", "o", "--minutes", "1"]
+    )
+    assert defaults.datasets == ["humaneval", "champ"]
 
 
 def test_a_continued_build_starts_from_the_head_and_records_the_chain(

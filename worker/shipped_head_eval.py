@@ -1,0 +1,148 @@
+"""Measure a shipped head where it will be judged: τ and speedup on prompts unlike its data.
+
+``eaglenest base-heads ship`` measures the head it built on the device it trained on; ``eaglenest
+base-heads evaluate`` measures any head again on this machine, and with ``--write`` records that
+measurement in the head's manifest. That is how a head built on a GPU gets the CPU figures the
+shipped head's goals are stated in, and how two heads built on different machines (whose speed
+differs by 20 % between VMs of one name) are compared on one. Earlier measurements are kept in
+the manifest's ``earlier_evaluations``, never dropped.
+
+Both run ``python -m trainer eval`` (greedy plain and speculative decoding, same engine, same run)
+on the first user turn of chit-chat conversations: casual human chat, a kind none of the
+shipped recipe's data is (code, maths and the target's own prompts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from trainer.data.builtin import load_builtin
+from trainer.data.schema import Conversation
+from trainer.data.writer import write_conversations_jsonl
+from trainer.file_digest import sha256_of
+from worker.shipped_heads import MANIFEST, verify_shipped_head
+
+EVAL_DATASET = "chitchat"
+# What a measurement keeps of `trainer eval --json`'s report.
+_MEASURED_KEYS = (
+    "tau",
+    "speedup",
+    "acceptance_by_position",
+    "tokens_per_s_plain",
+    "tokens_per_s_spec",
+    "identical_outputs",
+    "k",
+    "max_new_tokens",
+    "threads",
+    "dtype",
+    "device",
+)
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    prompts: int = 20
+    max_new_tokens: int = 64
+    k: int = 3
+    threads: int = 1
+    device: str = "cpu"
+
+
+def evaluate_head(model_dir: Path, head_dir: Path, work_dir: Path, settings: EvalSettings) -> dict[str, Any]:
+    """τ, speedup and acceptance of the head in ``head_dir`` on chit-chat openers, measured now,
+    with the machine it was measured on."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    prompts = _openers(work_dir, settings.prompts)
+    report = work_dir / "eval.json"
+    report.unlink(missing_ok=True)
+    command = [
+        sys.executable,
+        *("-m", "trainer", "eval"),
+        *("--model", str(model_dir), "--head", str(head_dir), "--prompts", str(prompts)),
+        *("--k", str(settings.k), "--max-new-tokens", str(settings.max_new_tokens)),
+        *("--threads", str(settings.threads), "--device", settings.device, "--json", str(report)),
+    ]
+    subprocess.run(command, check=True)
+    measured = json.loads(report.read_text())
+    shown = (
+        shlex.join(["python", *command[1:]]).replace(str(work_dir), "<work>").replace(f"{Path.cwd()}/", "")
+    )
+    return {
+        "prompts": f"the first user turn of the first {settings.prompts} {EVAL_DATASET} conversations",
+        "prompts_sha256": sha256_of(prompts),
+        "prompt_count": measured.get("prompts"),
+        "command": shown,
+        **{key: measured.get(key) for key in _MEASURED_KEYS},
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "measured_on": _machine(),
+    }
+
+
+def record_evaluation(head_dir: Path, evaluation: dict[str, Any]) -> dict[str, Any]:
+    """Make ``evaluation`` the manifest's, keeping the one it replaces; return the manifest.
+
+    Only a head whose files still match its manifest is re-described (a tampered head is refused
+    as `make model` refuses it), and the manifest is replaced whole, never half-written."""
+    verify_shipped_head(head_dir)
+    path = head_dir / MANIFEST
+    manifest: dict[str, Any] = json.loads(path.read_text())
+    earlier = manifest.get("evaluation")
+    if earlier:
+        manifest["earlier_evaluations"] = [*manifest.get("earlier_evaluations", []), earlier]
+    manifest["evaluation"] = evaluation
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(manifest, indent=2) + "\n")
+    partial.replace(path)
+    return manifest
+
+
+def summary_line(evaluation: dict[str, Any]) -> str:
+    return (
+        f"tau {evaluation['tau']:.2f}, speedup {evaluation['speedup']:.2f}x "
+        f"({evaluation['tokens_per_s_plain']:.1f} -> {evaluation['tokens_per_s_spec']:.1f} tokens/s, "
+        f"{evaluation['identical_outputs']} of {evaluation['prompt_count']} outputs identical) on "
+        f"{evaluation['prompts']}, {evaluation['device']}"
+    )
+
+
+def _openers(work_dir: Path, count: int) -> Path:
+    openers = [
+        Conversation(messages=[conversation.messages[0]], source=conversation.source)
+        for conversation in load_builtin(EVAL_DATASET)
+        if conversation.messages and conversation.messages[0].role == "user"
+    ][:count]
+    path = work_dir / f"eval-{EVAL_DATASET}-openers.jsonl"
+    write_conversations_jsonl(openers, path)
+    return path
+
+
+def _machine() -> dict[str, Any]:
+    """Enough to tell two VMs apart: speed figures are only comparable on one machine."""
+    import torch  # noqa: PLC0415 - the caller has loaded it already; kept off the module's import
+
+    return {
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
