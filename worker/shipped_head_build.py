@@ -66,7 +66,7 @@ def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -
     entries = prepare_builtin(options.datasets, data_dir)
     continuation = prepare_continuation(options.out_dir, options.work_dir) if options.continue_build else None
     extra = continuation.train_overrides() if continuation is not None else {}
-    config = _config(settings, options, [data_dir / entry.file for entry in entries], extra)
+    config = ship_config(settings, options, [data_dir / entry.file for entry in entries], extra)
     start = f"from the head in {options.out_dir}" if continuation is not None else "from scratch"
     say(f"Training the head of {options.model_dir} {start} ({options.minutes:g} min) in {config.out_dir}")
     result = train(config, progress_printer(say))
@@ -133,7 +133,7 @@ def _distilled_parts(continuation: Continuation | None, this_run: Path) -> list[
     return [*earlier, *([this_run] if this_run.is_file() else [])]
 
 
-def _config(
+def ship_config(
     settings: Settings, options: ShipOptions, data_files: list[Path], continuation: dict[str, Any]
 ) -> TrainConfig:
     recipe = base_head_config(
@@ -144,8 +144,10 @@ def _config(
         budget_minutes=options.minutes,
     )
     # bf16 halves the file (and is what a GPU serves); the budget is wall time on this machine.
+    # Only the fields the recipe set: a field left to its default keeps its device-dependent
+    # meaning (regenerate_batch_size: 256 rows on a GPU unless a config names its own).
     fields = (
-        recipe.model_dump()
+        recipe.model_dump(exclude_unset=True)
         | {"export_dtype": "bfloat16", "budget_clock": "wall"}
         | continuation
         | options.overrides

@@ -7,10 +7,12 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from sqlalchemy.orm import Session, sessionmaker
 
 from cli.main import build_parser, main
@@ -21,7 +23,7 @@ from tests.factories.accounts import create_account
 from tests.factories.optimization_jobs import create_optimization_job
 from tests.worker.test_jobs_e2e import builtin_catalog
 from tests.worker.tiny_inputs import upload_directory
-from trainer.config import TrainConfig
+from trainer.config import CUDA_GENERATION_ROWS, TrainConfig
 from trainer.file_digest import sha256_of
 from worker import shipped_heads
 from worker.artifacts import HeadInput
@@ -30,7 +32,7 @@ from worker.job_store import JobStore
 from worker.lineage import base_head_lineage
 from worker.pipeline import Stage
 from worker.runner import run_optimization_job
-from worker.shipped_head_build import ShipOptions, ship_base_head
+from worker.shipped_head_build import ShipOptions, ship_base_head, ship_config
 from worker.shipped_head_chain import DISTILLED_FILE, prepare_continuation, save_distilled
 from worker.shipped_heads import ShippedHeadRefusedError, shipped_head_for, verify_shipped_head
 from worker.stages.base_head import provide_base_head
@@ -304,3 +306,17 @@ def test_a_job_on_the_model_starts_from_its_shipped_head_unless_it_is_tampered( 
         assert head.built_by_this_job
         assert lineage["shipped_head"] is None
         assert lineage["sha256"]["model.safetensors"] != manifest["files"]["model.safetensors"]
+
+
+def test_a_ship_build_on_a_gpu_distils_with_the_gpus_rows_unless_told_otherwise(tmp_path: Path) -> None:
+    """The recipe's defaults stay defaults: on CUDA distillation runs 256 rows, not the CPU's 48."""
+    options = ShipOptions(
+        model_dir=tmp_path / "model", out_dir=tmp_path / "out", work_dir=tmp_path, minutes=3.0
+    )
+    on_gpu = ship_config(Settings(), replace(options, overrides={"device": "cuda"}), [], {})
+    assert on_gpu.generation_rows(torch.device("cuda")) == CUDA_GENERATION_ROWS
+    assert on_gpu.generation_rows(torch.device("cpu")) == on_gpu.regenerate_batch_size
+    named = ship_config(
+        Settings(), replace(options, overrides={"device": "cuda", "regenerate_batch_size": 64}), [], {}
+    )
+    assert named.generation_rows(torch.device("cuda")) == 64
