@@ -224,7 +224,7 @@ def run_ship(args: argparse.Namespace) -> int:
 
     from db.settings import get_settings  # noqa: PLC0415
     from worker.shipped_head_build import ShipOptions, ship_base_head  # noqa: PLC0415 - loads torch
-    from worker.shipped_head_eval import summary_line  # noqa: PLC0415
+    from worker.shipped_head_eval import EvalSettings, summary_line  # noqa: PLC0415
 
     options = ShipOptions(
         model_dir=args.model_dir,
@@ -232,8 +232,7 @@ def run_ship(args: argparse.Namespace) -> int:
         work_dir=args.work_dir or Path(".cache") / "shipped-head-builds" / args.out.name,
         minutes=args.minutes,
         datasets=tuple(args.datasets),
-        eval_prompts=args.eval_prompts,
-        eval_max_new_tokens=args.eval_max_new_tokens,
+        evaluation=EvalSettings(prompts=args.eval_prompts, max_new_tokens=args.eval_max_new_tokens),
         hardware_note=args.hardware_note,
         command=shlex.join(["eaglenest", *sys.argv[1:]]),
         overrides=json.loads(args.train_overrides),

@@ -18,7 +18,7 @@ import os
 import platform
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,10 +50,7 @@ class ShipOptions:
     work_dir: Path
     minutes: float
     datasets: tuple[str, ...] = ("humaneval", "champ")
-    eval_prompts: int = 20
-    eval_max_new_tokens: int = 64
-    eval_k: int = 3
-    eval_threads: int = 1
+    evaluation: EvalSettings = field(default_factory=EvalSettings)  # the device: the build's
     hardware_note: str = ""
     command: str = ""  # the command line that built it, for the manifest
     overrides: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields over the recipe
@@ -79,10 +76,11 @@ def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -
     distilled = save_distilled(out, _distilled_parts(continuation, config.out_dir / REGENERATED_FILE))
     chain = continuation.chain() if continuation is not None else []
     name_the_verifier(out, options.model_dir.name)
-    say(f"Evaluating {out} on {options.eval_prompts} {EVAL_DATASET} openers ({config.device})")
-    evaluation = evaluate_head(
-        options.model_dir, out, options.work_dir / "eval", _eval_settings(options, config)
-    )
+    # Measured on the device the head trained on (a GPU build: `base-heads evaluate --write`
+    # measures it again on a CPU afterwards).
+    measured_as = replace(options.evaluation, device=config.device)
+    say(f"Evaluating {out} on {measured_as.prompts} {EVAL_DATASET} openers ({config.device})")
+    evaluation = evaluate_head(options.model_dir, out, options.work_dir / "eval", measured_as)
     manifest = {
         "name": out.name,
         "format": "EAGLE-3 native head (config.json + model.safetensors), bfloat16",
@@ -165,18 +163,6 @@ def _recipe(result: TrainResult, options: ShipOptions) -> dict[str, Any]:
         recipe["init_head_dir"] = Path(recipe["init_head_dir"]).name
     recipe["out_dir"] = None
     return recipe
-
-
-def _eval_settings(options: ShipOptions, config: TrainConfig) -> EvalSettings:
-    """Measured on the device the head trained on (a GPU build: ``base-heads evaluate --write``
-    measures it again on a CPU afterwards)."""
-    return EvalSettings(
-        prompts=options.eval_prompts,
-        max_new_tokens=options.eval_max_new_tokens,
-        k=options.eval_k,
-        threads=options.eval_threads,
-        device=config.device,
-    )
 
 
 def _hardware(config: TrainConfig, note: str) -> dict[str, Any]:

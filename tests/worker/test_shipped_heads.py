@@ -34,6 +34,7 @@ from worker.pipeline import Stage
 from worker.runner import run_optimization_job
 from worker.shipped_head_build import ShipOptions, ship_base_head, ship_config
 from worker.shipped_head_chain import DISTILLED_FILE, prepare_continuation, save_distilled
+from worker.shipped_head_eval import EvalSettings
 from worker.shipped_heads import ShippedHeadRefusedError, shipped_head_for, verify_shipped_head
 from worker.stages.base_head import provide_base_head
 from worker.stages.data import resolve_training_data
@@ -66,8 +67,7 @@ def _tiny_ship(model_dir: Path, root: Path, *, continue_build: bool) -> Path:
         work_dir=root / "work",
         minutes=1.0,
         datasets=("humaneval",),
-        eval_prompts=2,
-        eval_max_new_tokens=8,
+        evaluation=EvalSettings(prompts=2, max_new_tokens=8),
         command="eaglenest base-heads ship ..." + (" --continue" if continue_build else ""),
         overrides=TINY,
         continue_build=continue_build,
