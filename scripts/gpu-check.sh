@@ -22,7 +22,7 @@
 # on the 2-core CPU before comparing it with heads/: docs/engine.md, "Running the GPU check").
 # SHIP=0 trains with `trainer train` instead (what runs when the worker's packages are missing).
 # DEVICE=cpu runs the same steps on a CPU, for trying the script itself (with small MINUTES, ROWS,
-# SELF_INSTRUCT, EVAL_LIMIT and EVAL_TOKENS).
+# SELF_INSTRUCT, EVAL_LIMIT, EVAL_TOKENS and OPENERS: tests/benchmarks/test_gpu_check_on_cpu.py).
 #
 # Needs a CUDA build of torch in $PY's environment (`make venv` installs the CPU build: on a GPU
 # machine use the image's own torch, with the project on PYTHONPATH: ../shared/gpu/README.md).
@@ -38,6 +38,7 @@ SELF_INSTRUCT=${SELF_INSTRUCT:-20000}
 DEADLINE=${DEADLINE:-560}
 EVAL_LIMIT=${EVAL_LIMIT:-40}
 EVAL_TOKENS=${EVAL_TOKENS:-128}
+OPENERS=${OPENERS:-20}
 MODEL=${MODEL:-.cache/models/smollm2-135m-instruct}
 WORK=${WORK:-${TMPDIR:-/tmp}/gpu-check-work}
 # The candidate is named like the folder it would replace in heads/.
@@ -69,7 +70,7 @@ if [ "${SHIP:-1}" = 1 ] && "$PY" -c "import worker.shipped_head_build" 2> "$WORK
     overrides="{\"device\": \"$DEVICE\", \"self_instruct_conversations\": $SELF_INSTRUCT, \"draft_vocab_size\": 8192}"
     note="gpu-check on $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "a CPU")')"
     timeout "$(limit $((${MINUTES%.*} * 60 + 240)))" "$PY" -m cli.main base-heads ship --model-dir "$MODEL" \
-        --out "$CANDIDATE" --work-dir "$WORK/ship" --minutes "$MINUTES" --datasets \
+        --out "$CANDIDATE" --work-dir "$WORK/ship" --minutes "$MINUTES" --datasets --eval-prompts "$OPENERS" \
         --hardware-note "$note" --train-overrides "$overrides" > "$WORK/ship.log" 2>&1 || failed "the head build"
     test -f "$CANDIDATE/manifest.json" && HEAD="$CANDIDATE"
 else

@@ -1,0 +1,76 @@
+"""scripts/gpu-check.sh on a CPU (DEVICE=cpu), with SmolLM2 and tiny budgets.
+
+A GPU is lent to few sessions and for 15 minutes, so the script that uses one must work the
+first time: this runs every step of it here (the CUDA tests skip) and checks what would come
+back through the device tool: every table, a shipped-head candidate that `base-heads evaluate`
+accepts, and no more files, or larger ones, than the tool returns.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from worker.shipped_heads import verify_shipped_head
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# The device tool's limits on what comes back from $OUT.
+MAX_FILES_BACK, MAX_FILE_BYTES = 8, 16 * 1024 * 1024
+
+
+def test_every_step_runs_and_what_comes_back_fits_the_device_tool(smollm2_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "DEVICE": "cpu",
+        "PY": str(REPO_ROOT / ".venv" / "bin" / "python"),
+        "MODEL": str(smollm2_dir),
+        "OUT": str(out),
+        "WORK": str(tmp_path / "work"),
+        "MINUTES": "0.3",
+        "ROWS": "2",
+        "SELF_INSTRUCT": "8",
+        "EVAL_LIMIT": "2",
+        "EVAL_TOKENS": "8",
+        "OPENERS": "2",
+        "DEADLINE": "500",
+    }
+    done = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "gpu-check.sh")],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    assert "FAILED" not in output, output[-4000:]
+
+    summary = (out / "summary.md").read_text()
+    assert "| batch-1 plain decode, SpeculativeDecoder |" in summary
+    assert "| distillation with features, 2 rows" in summary
+    assert "| head build | base-heads ship |" in summary
+    assert "| chit-chat openers (2 x 64): tau / speedup |" in summary
+    assert "| HumanEval + CHAMP (2 x 8, K=3): seconds |" in summary
+
+    back = sorted(path for path in out.rglob("*") if path.is_file())
+    assert len(back) <= MAX_FILES_BACK, back
+    assert all(path.stat().st_size <= MAX_FILE_BYTES for path in back), back
+    parts = sorted(out.glob("shipped-head.tar.part*"))
+    assert len(parts) >= 2  # a ~20 MB head does not fit in one file
+    joined = tmp_path / "head.tar"
+    joined.write_bytes(b"".join(part.read_bytes() for part in parts))
+    with tarfile.open(joined) as archive:
+        archive.extractall(tmp_path / "home", filter="data")
+    candidate = tmp_path / "home" / smollm2_dir.name
+    head = verify_shipped_head(candidate)  # the manifest's sha256s match the files that came back
+    assert head.manifest["data"]["datasets"] == []  # self-instruct only: the eval prompts are unlike it
+    assert head.manifest["evaluation"]["device"] == "cpu"
