@@ -94,6 +94,13 @@ def register(subparsers: Any) -> None:
     evaluate.add_argument(
         "--write", action="store_true", help="record the measurement in the head's manifest.json"
     )
+    evaluate.add_argument(
+        "--bind",
+        action="store_true",
+        help="with --write: name this machine's build of the model as the head's target (a head built on "
+        "another machine, e.g. a GPU image with another transformers, whose config.json differs); the "
+        "weights must be the same bytes",
+    )
     evaluate.set_defaults(handler=run_evaluate)
     check = commands.add_parser(
         "check-shipped", help="check that a model's shipped head matches its manifest (`make model` runs it)"
@@ -251,6 +258,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     from worker.shipped_head_eval import (  # noqa: PLC0415 - loads the trainer's data readers
         EvalSettings,
+        bind_to_model,
         evaluate_head,
         record_evaluation,
         summary_line,
@@ -265,6 +273,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if not path.is_dir():
             print(f"error: {flag} {path}: not a directory")
             return 1
+    if args.bind and not args.write:
+        print("error: --bind rewrites the manifest: give --write too")
+        return 1
     if args.write:
         if not (args.head / MANIFEST).is_file():
             print(f"error: --write: {args.head} has no {MANIFEST} to record the measurement in")
@@ -274,6 +285,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
         except ShippedHeadRefusedError as error:
             print(f"error: {error}")
             return 1
+    if args.bind:  # before measuring: a head for other weights is refused at once
+        try:
+            differing = bind_to_model(args.head, args.model_dir)
+        except ShippedHeadRefusedError as error:
+            print(f"error: {error}")
+            return 1
+        bound = (
+            f"bound to {args.model_dir} ({', '.join(differing)} differed)" if differing else "already bound"
+        )
+        print(f"{args.head / MANIFEST}: {bound}")
     settings = EvalSettings(
         prompts=args.eval_prompts,
         max_new_tokens=args.eval_max_new_tokens,

@@ -29,7 +29,7 @@ from trainer.data.builtin import load_builtin
 from trainer.data.schema import Conversation
 from trainer.data.writer import write_conversations_jsonl
 from trainer.file_digest import sha256_of
-from worker.shipped_heads import MANIFEST, verify_shipped_head
+from worker.shipped_heads import MANIFEST, ShippedHeadRefusedError, model_fingerprint, verify_shipped_head
 
 EVAL_DATASET = "chitchat"
 # What a measurement keeps of `trainer eval --json`'s report.
@@ -92,17 +92,56 @@ def record_evaluation(head_dir: Path, evaluation: dict[str, Any]) -> dict[str, A
 
     Only a head whose files still match its manifest is re-described (a tampered head is refused
     as `make model` refuses it), and the manifest is replaced whole, never half-written."""
-    verify_shipped_head(head_dir)
-    path = head_dir / MANIFEST
-    manifest: dict[str, Any] = json.loads(path.read_text())
+    manifest = _read(head_dir)
     earlier = manifest.get("evaluation")
     if earlier:
         manifest["earlier_evaluations"] = [*manifest.get("earlier_evaluations", []), earlier]
     manifest["evaluation"] = evaluation
+    _write(head_dir, manifest)
+    return manifest
+
+
+def _read(head_dir: Path) -> dict[str, Any]:
+    """The manifest of a head whose files still match it (a tampered head is refused)."""
+    verify_shipped_head(head_dir)
+    manifest: dict[str, Any] = json.loads((head_dir / MANIFEST).read_text())
+    return manifest
+
+
+def _write(head_dir: Path, manifest: dict[str, Any]) -> None:
+    """Replaced whole, never half-written."""
+    path = head_dir / MANIFEST
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(json.dumps(manifest, indent=2) + "\n")
     partial.replace(path)
-    return manifest
+
+
+def bind_to_model(head_dir: Path, model_dir: Path) -> list[str]:
+    """Name this machine's build of the model as the head's target; return the files that differed.
+
+    A head built elsewhere (a GPU image with another transformers) names that machine's
+    conversion of the model: its config.json carries the transformers version, so jobs here
+    would not find the head. The weights must be the same bytes; only the other files (config,
+    tokenizer, chat template: written by the converting library) may differ, and the manifest
+    keeps what the head was built against in ``target.built_against``."""
+    manifest = _read(head_dir)
+    target = manifest.get("target", {})
+    built_against: dict[str, str] = dict(target.get("files", {}))
+    here = model_fingerprint(model_dir)
+    differing = sorted(
+        name for name in set(here) | set(built_against) if here.get(name) != built_against.get(name)
+    )
+    if not differing:
+        return []
+    weights = sorted(name for name in differing if name.endswith(".safetensors"))
+    if weights:
+        raise ShippedHeadRefusedError(
+            f"{head_dir}: the weights of {model_dir} ({', '.join(weights)}) are not the ones the head "
+            "was trained for: it cannot be bound to this model"
+        )
+    manifest["target"] = {**target, "files": here, "built_against": built_against}
+    _write(head_dir, manifest)
+    return differing
 
 
 def summary_line(evaluation: dict[str, Any]) -> str:

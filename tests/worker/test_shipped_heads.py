@@ -133,6 +133,44 @@ def test_evaluate_write_records_this_machines_measurement_and_keeps_the_earlier_
     assert verify_shipped_head(head).sha256 == first["files"]  # the head itself is untouched
 
 
+def test_a_head_built_against_another_conversion_of_the_model_is_bound_to_this_one(
+    shipped: Path, tmp_path: Path, tiny_smollm2_target_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GPU image's transformers writes another config.json: jobs here would not find the head
+    until ``evaluate --write --bind`` names this machine's build, the same weights."""
+    heads = tmp_path / "heads"
+    head = shutil.copytree(shipped, heads / "tiny")
+    manifest = json.loads((head / "manifest.json").read_text())
+    elsewhere = {**manifest["target"]["files"], "config.json": "0" * 64}
+    manifest["target"]["files"] = elsewhere
+    (head / "manifest.json").write_text(json.dumps(manifest))
+    assert shipped_head_for(tiny_smollm2_target_dir, heads) is None  # not this build's config
+    argv = ["base-heads", "evaluate", "--model-dir", str(tiny_smollm2_target_dir), "--head", str(head)]
+    assert main([*argv, "--bind"]) == 1
+    assert "give --write too" in capsys.readouterr().out
+    assert main([*argv, "--eval-prompts", "1", "--eval-max-new-tokens", "4", "--write", "--bind"]) == 0
+    assert "(config.json differed)" in capsys.readouterr().out
+    bound = json.loads((head / "manifest.json").read_text())["target"]
+    assert bound["built_against"] == elsewhere
+    found = shipped_head_for(tiny_smollm2_target_dir, heads)
+    assert found is not None
+    assert found.directory == head
+
+
+def test_a_head_for_other_weights_is_not_bound(
+    shipped: Path, tmp_path: Path, tiny_smollm2_target_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = shutil.copytree(shipped, tmp_path / "heads" / "tiny")
+    manifest = json.loads((head / "manifest.json").read_text())
+    manifest["target"]["files"] = {**manifest["target"]["files"], "model.safetensors": "0" * 64}
+    (head / "manifest.json").write_text(json.dumps(manifest))
+    before = (head / "manifest.json").read_bytes()
+    argv = ["base-heads", "evaluate", "--model-dir", str(tiny_smollm2_target_dir), "--head", str(head)]
+    assert main([*argv, "--write", "--bind"]) == 1
+    assert "are not the ones the head was trained for" in capsys.readouterr().out
+    assert (head / "manifest.json").read_bytes() == before
+
+
 def test_evaluate_refuses_a_tampered_head_and_bad_arguments_before_measuring(
     shipped: Path, tmp_path: Path, tiny_smollm2_target_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
