@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from core.job_errors import JobFailedError
+from trainer.cli import add_device_argument
 
 
 def register(subparsers: Any) -> None:
@@ -87,7 +88,7 @@ def register(subparsers: Any) -> None:
     _add_measurement_arguments(evaluate)
     evaluate.add_argument("--k", type=int, default=3, help="draft tokens per verification (default 3)")
     evaluate.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    evaluate.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="default cpu")
+    add_device_argument(evaluate)  # as `trainer eval` takes it: the measurement runs there
     evaluate.add_argument(
         "--work-dir", type=Path, default=None, help="prompts and report (default: a temporary folder)"
     )

@@ -38,7 +38,7 @@ from worker.base_head_recipe import base_head_config, name_the_verifier
 from worker.code_version import code_version
 from worker.shipped_head_chain import Continuation, prepare_continuation, save_distilled, total_minutes
 from worker.shipped_head_eval import EVAL_DATASET, EvalSettings, evaluate_head
-from worker.shipped_heads import MANIFEST, model_fingerprint
+from worker.shipped_heads import MANIFEST, checkout_relative, model_fingerprint
 
 Say = Callable[[str], None]
 
@@ -84,7 +84,7 @@ def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -
     manifest = {
         "name": out.name,
         "format": "EAGLE-3 native head (config.json + model.safetensors), bfloat16",
-        "rebuild": _checkout_relative(options.command),
+        "rebuild": checkout_relative(options.command),
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "code_version": code_version(),
         "target": {"name": options.model_dir.name, "files": model_fingerprint(options.model_dir)},
@@ -118,11 +118,6 @@ def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -
     # Written last: a folder without a manifest is a build that did not finish.
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
-
-
-def _checkout_relative(command: str) -> str:
-    """Paths under the checkout as the checkout names them: the manifest is read on other machines."""
-    return command.replace(f"{Path.cwd()}/", "")
 
 
 def _distilled_parts(continuation: Continuation | None, this_run: Path) -> list[Path]:

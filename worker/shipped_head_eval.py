@@ -29,7 +29,14 @@ from trainer.data.builtin import load_builtin
 from trainer.data.schema import Conversation
 from trainer.data.writer import write_conversations_jsonl
 from trainer.file_digest import sha256_of
-from worker.shipped_heads import MANIFEST, ShippedHeadRefusedError, model_fingerprint, verify_shipped_head
+from worker.shipped_heads import (
+    MANIFEST,
+    ShippedHeadRefusedError,
+    checkout_relative,
+    differing_files,
+    model_fingerprint,
+    verify_shipped_head,
+)
 
 EVAL_DATASET = "chitchat"
 # What a measurement keeps of `trainer eval --json`'s report.
@@ -73,9 +80,7 @@ def evaluate_head(model_dir: Path, head_dir: Path, work_dir: Path, settings: Eva
     ]
     subprocess.run(command, check=True)
     measured = json.loads(report.read_text())
-    shown = (
-        shlex.join(["python", *command[1:]]).replace(str(work_dir), "<work>").replace(f"{Path.cwd()}/", "")
-    )
+    shown = checkout_relative(shlex.join(["python", *command[1:]]).replace(str(work_dir), "<work>"))
     return {
         "prompts": f"the first user turn of the first {settings.prompts} {EVAL_DATASET} conversations",
         "prompts_sha256": sha256_of(prompts),
@@ -128,9 +133,7 @@ def bind_to_model(head_dir: Path, model_dir: Path) -> list[str]:
     target = manifest.get("target", {})
     built_against: dict[str, str] = dict(target.get("files", {}))
     here = model_fingerprint(model_dir)
-    differing = sorted(
-        name for name in set(here) | set(built_against) if here.get(name) != built_against.get(name)
-    )
+    differing = differing_files(here, built_against)
     if not differing:
         return []
     weights = sorted(name for name in differing if name.endswith(".safetensors"))

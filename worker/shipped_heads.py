@@ -60,6 +60,17 @@ def model_fingerprint(model_dir: Path) -> dict[str, str]:
     return {path.relative_to(model_dir).as_posix(): sha256_of(path) for path in sorted(files)}
 
 
+def differing_files(model: dict[str, str], committed: dict[str, str]) -> list[str]:
+    """The files whose sha256 differ between a model's fingerprint and what a manifest names
+    (a file on one side only counts)."""
+    return sorted(name for name in set(model) | set(committed) if model.get(name) != committed.get(name))
+
+
+def checkout_relative(command: str) -> str:
+    """Paths under the checkout as the checkout names them: a manifest is read on other machines."""
+    return command.replace(f"{Path.cwd()}/", "")
+
+
 def shipped_head_for(model_dir: Path, heads_dir: Path | None = None) -> ShippedHead | None:
     """The shipped head trained for exactly the model in ``model_dir``, verified; None when no
     shipped head names this model's config. Raises ShippedHeadRefusedError when one does but its
@@ -74,8 +85,7 @@ def shipped_head_for(model_dir: Path, heads_dir: Path | None = None) -> ShippedH
         target = manifest.get("target", {}).get("files", {})
         if target.get("config.json") != config_sha256:
             continue
-        model = model_fingerprint(model_dir)
-        differing = sorted(name for name in set(model) | set(target) if model.get(name) != target.get(name))
+        differing = differing_files(model_fingerprint(model_dir), target)
         if differing:
             raise ShippedHeadRefusedError(
                 f"Shipped base head {manifest_path.parent.name} was trained for another build of this "
