@@ -16,16 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.head_files import HEAD_FILES
 from core.job_spec import JobSpec
 from core.model_source import parse_s3_uri
 from core.s3 import S3Location
 
 HEAD_DIR = "eagle_model/"
-HEAD_CONFIG = "config.json"
-HEAD_FILES = (HEAD_CONFIG, "model.safetensors")
-# Published beside them when the trainer wrote it: an EAGLE-2 head's draft vocabulary, kept out
-# of model.safetensors because vLLM fails on tensors it has no parameter for.
-OPTIONAL_HEAD_FILES = ("draft_vocab.json",)
 BENCHMARK_JSON = "benchmark/results.json"
 BENCHMARK_CSV = "benchmark/results.csv"
 TRAINING_METRICS = "training/metrics.jsonl"

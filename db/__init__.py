@@ -1,46 +1,7 @@
 """Persistence: SQLAlchemy tables in db/models and keyword-only query functions in db/queries,
 one module per table in each, named alike (db/models/optimization_job.py holds the table,
-db/queries/optimization_job.py its queries).
+db/queries/optimization_job.py its queries); the process's Settings in db/settings.py.
 
-Importing the package registers every table on ``Base.metadata`` (Alembic relies on it).
+The package itself imports nothing: db.settings is read by tools that run without SQLAlchemy
+(the shipped-head build on a GPU image); importing db.models registers every table.
 """
-
-from db.base import Base
-from db.models.access_key import AccessKey
-from db.models.account import Account
-from db.models.endpoint import Endpoint
-from db.models.endpoint_capture import EndpointCapture
-from db.models.endpoint_config import EndpointConfig
-from db.models.endpoint_instance import EndpointInstance
-from db.models.endpoint_status import EndpointStatus
-from db.models.job_event import JobEvent
-from db.models.log_event import LogEvent
-from db.models.log_group import LogGroup
-from db.models.log_stream import LogStream
-from db.models.optimization_job import OptimizationJob
-from db.models.optimization_job_status import OptimizationJobStatus
-from db.models.resource_tag import ResourceTag
-from db.models.role import Role
-from db.models.sagemaker_model import SageMakerModel
-from db.models.training_point import TrainingPoint
-
-__all__ = [
-    "AccessKey",
-    "Account",
-    "Base",
-    "Endpoint",
-    "EndpointCapture",
-    "EndpointConfig",
-    "EndpointInstance",
-    "EndpointStatus",
-    "JobEvent",
-    "LogEvent",
-    "LogGroup",
-    "LogStream",
-    "OptimizationJob",
-    "OptimizationJobStatus",
-    "ResourceTag",
-    "Role",
-    "SageMakerModel",
-    "TrainingPoint",
-]

@@ -1,4 +1,4 @@
-"""Alembic environment: URL from Settings, metadata from db.Base."""
+"""Alembic environment: URL from Settings, metadata from db.models.Base (every table)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection
 
-import db
+import db.models
 from db.session import create_db_engine
 from db.settings import get_settings
 
@@ -15,7 +15,7 @@ config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
-target_metadata = db.Base.metadata
+target_metadata = db.models.Base.metadata
 
 
 def _database_url() -> str:

@@ -3,7 +3,8 @@
 #   1. a shipped-head build on the GPU: `eaglenest base-heads ship` for MINUTES of wall clock,
 #      self-instruct prompts only (so every evaluation below is on prompts unlike its data),
 #      measured on 20 chit-chat openers; the head comes back as a shipped-head candidate
-#      (the `trainer train` job of before when the worker's packages are missing there);
+#      (it needs none of the control plane's packages: tests/cli/test_cli_on_the_gpu_image.py;
+#      if it cannot import there all the same, `trainer train` trains the head instead);
 #   2. `trainer eval` of that head on HumanEval + CHAMP, 40 prompts x 128 tokens, timed;
 #   3. benchmarks/engine_speed.py: one sync, batch-1 decode ms/token, distillation reply
 #      tokens/s with features at 64 and 256 rows (GPU utilisation), serving at 8 concurrent
@@ -20,7 +21,7 @@
 # table), OUT/logs.txt (the tail of each step's log), OUT/eval.json and, after a ship build,
 # OUT/shipped-head.tar.partNN (join with `cat`, untar, then `eaglenest base-heads evaluate --write`
 # on the 2-core CPU before comparing it with heads/: docs/engine.md, "Running the GPU check").
-# SHIP=0 trains with `trainer train` instead (what runs when the worker's packages are missing).
+# SHIP=0 trains with `trainer train` instead (what runs when the ship build cannot import).
 # DEVICE=cpu runs the same steps on a CPU, for trying the script itself (with small MINUTES, ROWS,
 # SELF_INSTRUCT, EVAL_LIMIT, EVAL_TOKENS and OPENERS: tests/benchmarks/test_gpu_check_on_cpu.py).
 #
@@ -74,7 +75,7 @@ if [ "${SHIP:-1}" = 1 ] && "$PY" -c "import worker.shipped_head_build" 2> "$WORK
         --hardware-note "$note" --train-overrides "$overrides" > "$WORK/ship.log" 2>&1 || failed "the head build"
     test -f "$CANDIDATE/manifest.json" && HEAD="$CANDIDATE"
 else
-    # The worker's packages (boto3, SQLAlchemy) are missing here: a job's training run instead.
+    # The ship build cannot import here (its log says why): a job's training run instead.
     echo "gpu-check: no ship build ($(tail -1 "$WORK/ship-imports.log" || true)); training with trainer train"
     "$PY" -m trainer prepare-data chitchat --out "$WORK/data" > /dev/null
     timeout "$(limit $((${MINUTES%.*} * 60 + 120)))" "$PY" -m trainer train --model "$MODEL" --data "$WORK/data" \

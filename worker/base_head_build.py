@@ -15,16 +15,15 @@ from core.job_errors import JobFailedError
 from core.s3 import S3Location
 from core.s3_store import S3Store
 from db.settings import Settings
-from trainer.eagle.reporting import TrainProgress
+from trainer.eagle.reporting import progress_printer
 from trainer.train import HEAD_DIRNAME, train
 from worker.artifact_cache import ArtifactCache, cache_root
 from worker.artifacts import TrainingDataInput
-from worker.base_head_recipe import base_head_config, base_head_manifest, name_the_verifier
-from worker.base_heads import BaseHead, BaseHeadStore, base_head_key
+from worker.base_head_recipe import base_head_config, name_the_verifier
+from worker.base_heads import BaseHead, BaseHeadStore, base_head_key, base_head_manifest
 from worker.builtin_catalog import builtin_snapshot
 from worker.s3_snapshot import S3Snapshot
 from worker.stages.data import fetch_training_data
-from worker.training_progress import describe
 
 Say = Callable[[str], None]
 
@@ -95,15 +94,3 @@ def _builtin_data(
         datasets=datasets,
         max_skip_fraction=settings.max_skipped_record_fraction,
     )
-
-
-def progress_printer(say: Say) -> Callable[[TrainProgress], None]:
-    """Every trainer stage change and every 50th step, as a line."""
-    last_stage: list[str] = []
-
-    def report(progress: TrainProgress) -> None:
-        if last_stage[-1:] != [progress.stage] or (progress.stage == "training" and progress.step % 50 == 0):
-            last_stage.append(progress.stage)
-            say(describe(progress))
-
-    return report

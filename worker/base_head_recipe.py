@@ -12,22 +12,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from core.head_files import HEAD_CONFIG
 from core.job_errors import JobFailedError
-from core.output_layout import HEAD_CONFIG
 from db.settings import Settings
 from engine.heads.serving_settings import recorded_speculative_tokens, with_serving_settings
 from trainer.config import TrainConfig, self_instruct_for_budget
-from trainer.eagle.reporting import TrainResult
-from worker.artifacts import TrainingDataInput
-from worker.s3_snapshot import S3Snapshot
 from worker.train_plan import MIN_TRAIN_SECONDS, post_train_reserve
 
 # The built-in data (the catalog's datasets) plus prompts the target writes itself, every reply
 # distilled from the target: the trainer's default recipe, kept even where an operator's
 # train_overrides (meant for jobs) turn regeneration off.
 BASE_RECIPE: dict[str, Any] = {"regenerate": True, "regenerate_max_new_tokens": 128}
-# Local paths of the machine that trained it: they mean nothing to the store's readers.
-_LOCAL_FIELDS = ("model_dir", "data_paths", "out_dir", "distilled_paths", "init_head_dir")
 # A job that must build its model's base head first gives it at most this share of the time
 # MaxRuntimeInSeconds leaves for training; its own head gets the rest.
 BASE_SHARE_OF_TRAINING = 0.5
@@ -86,29 +81,3 @@ def name_the_verifier(head_dir: Path, model_uri: str) -> None:
         config, recorded_speculative_tokens(config), verifier_name_or_path=model_uri
     )
     path.write_text(json.dumps(updated, indent=2) + "\n")
-
-
-def base_head_manifest(
-    *,
-    model_uri: str,
-    model: S3Snapshot,
-    architecture: str,
-    data: TrainingDataInput | None,
-    result: TrainResult,
-    built_by: str,
-) -> dict[str, Any]:
-    """What the store's manifest says about a build: the model, the data, the run."""
-    return {
-        "model_uri": model_uri,
-        "model": model.to_lineage(),
-        "architecture": architecture,
-        "built_by": built_by,
-        "builtin_datasets": [] if data is None else data.datasets,
-        "data": None if data is None else data.snapshot.to_lineage(),
-        "hyperparameters": {k: v for k, v in result.hyperparameters.items() if k not in _LOCAL_FIELDS},
-        "training": {
-            "steps": result.training.steps,
-            "stop_reason": result.training.stop_reason,
-            "self_instruct": result.data.self_instruct,
-        },
-    }

@@ -27,15 +27,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.head_files import HEAD_FILES
 from core.job_errors import JobFailedError
-from core.output_layout import HEAD_FILES
 from core.s3 import S3Location
 from core.s3_store import S3Store
+from trainer.eagle.reporting import TrainResult
 from trainer.file_digest import sha256_of
+from worker.artifacts import TrainingDataInput
 from worker.s3_snapshot import S3Snapshot
 
 MANIFEST = "manifest.json"
 BUILDS = "builds/"
+# Local paths of the machine that trained it: they mean nothing to the store's readers.
+_LOCAL_FIELDS = ("model_dir", "data_paths", "out_dir", "distilled_paths", "init_head_dir")
 
 
 def base_head_key(model: S3Snapshot) -> str:
@@ -129,3 +133,29 @@ class BaseHeadStore:
         if not location.key.startswith(self.location(key).key):
             raise JobFailedError(f"Base head manifest {where} names a build outside its key: {location.uri}")
         return BaseHead(key=key, location=location, sha256=dict(sha256), manifest=document)
+
+
+def base_head_manifest(
+    *,
+    model_uri: str,
+    model: S3Snapshot,
+    architecture: str,
+    data: TrainingDataInput | None,
+    result: TrainResult,
+    built_by: str,
+) -> dict[str, Any]:
+    """What the store's manifest says about a build: the model, the data, the run."""
+    return {
+        "model_uri": model_uri,
+        "model": model.to_lineage(),
+        "architecture": architecture,
+        "built_by": built_by,
+        "builtin_datasets": [] if data is None else data.datasets,
+        "data": None if data is None else data.snapshot.to_lineage(),
+        "hyperparameters": {k: v for k, v in result.hyperparameters.items() if k not in _LOCAL_FIELDS},
+        "training": {
+            "steps": result.training.steps,
+            "stop_reason": result.training.stop_reason,
+            "self_instruct": result.data.self_instruct,
+        },
+    }

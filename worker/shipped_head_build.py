@@ -25,15 +25,14 @@ from typing import Any
 
 import torch
 
-from core.output_layout import HEAD_FILES
+from core.head_files import HEAD_FILES
 from db.settings import Settings
 from trainer.config import TrainConfig
 from trainer.data.builtin import prepare_builtin
 from trainer.eagle.data import REGENERATED_FILE
-from trainer.eagle.reporting import TrainResult
+from trainer.eagle.reporting import TrainResult, progress_printer
 from trainer.file_digest import sha256_of
 from trainer.train import train
-from worker.base_head_build import progress_printer
 from worker.base_head_recipe import base_head_config, name_the_verifier
 from worker.code_version import code_version
 from worker.shipped_head_chain import Continuation, prepare_continuation, save_distilled, total_minutes

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.output_layout import HEAD_FILES
+from core.head_files import HEAD_FILES
 from trainer.file_digest import sha256_of
 from worker.shipped_heads import MANIFEST, ShippedHeadRefusedError, verify_shipped_head
 

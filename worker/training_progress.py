@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from db.queries.training_point import NewTrainingPoint
-from trainer.eagle.reporting import TrainProgress
+from trainer.eagle.reporting import TrainProgress, describe_progress
 from worker.context import JobContext
 
 DEFAULT_INTERVAL_SECONDS = 2.0
@@ -47,7 +47,9 @@ class TrainingProgress:
             return
         self._last_stage, self._last_report = progress.stage, now
         self.save_points()
-        self.ctx.report(describe(progress), fraction=self.fraction(progress), eta_seconds=self.eta(progress))
+        self.ctx.report(
+            describe_progress(progress), fraction=self.fraction(progress), eta_seconds=self.eta(progress)
+        )
 
     def save_points(self) -> None:
         """Write the buffered training steps (the report that follows makes them current)."""
@@ -80,21 +82,3 @@ def training_point(progress: TrainProgress) -> NewTrainingPoint:
         loss=progress.loss,
         step_accuracy=list(progress.step_accuracy),
     )
-
-
-def describe(progress: TrainProgress) -> str:
-    stage = progress.stage.replace("_", " ")
-    if progress.stage == "training":
-        text = f"training: step {progress.step}/{progress.total_steps}"
-        if progress.loss is not None:
-            text += f", loss {progress.loss:.4f}"
-        if progress.step_accuracy:
-            text += f", first-draft accuracy {progress.step_accuracy[0]:.2f}"
-        if progress.tokens_per_s:
-            text += f", {progress.tokens_per_s:.0f} tokens/s"
-        return text
-    if progress.stage in ("evaluating", "checkpointing", "exporting"):
-        return f"{stage} at step {progress.step}/{progress.total_steps}"
-    if progress.total_steps:
-        return f"{stage}: {progress.step}/{progress.total_steps}"
-    return stage

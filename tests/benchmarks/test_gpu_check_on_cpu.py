@@ -3,7 +3,9 @@
 A GPU is lent to few sessions and for 15 minutes, so the script that uses one must work the
 first time: this runs every step of it here (the CUDA tests skip) and checks what would come
 back through the device tool: every table, a shipped-head candidate that `base-heads evaluate`
-accepts, and no more files, or larger ones, than the tool returns.
+accepts, and no more files, or larger ones, than the tool returns. It runs as on the GPU image,
+without the control plane's packages (tests/fixtures/gpu_image): the head build must not need
+them there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from worker.shipped_heads import verify_shipped_head
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+GPU_IMAGE = REPO_ROOT / "tests" / "fixtures" / "gpu_image"
 # The device tool's limits on what comes back from $OUT.
 MAX_FILES_BACK, MAX_FILE_BYTES = 8, 16 * 1024 * 1024
 
@@ -40,6 +43,7 @@ def test_every_step_runs_and_what_comes_back_fits_the_device_tool(smollm2_dir: P
         "EVAL_TOKENS": "8",
         "OPENERS": "2",
         "DEADLINE": "500",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(GPU_IMAGE), os.environ.get("PYTHONPATH")])),
     }
     done = subprocess.run(
         ["bash", str(REPO_ROOT / "scripts" / "gpu-check.sh")],

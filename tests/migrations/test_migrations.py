@@ -11,7 +11,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
-import db
+import db.models
 from db.session import create_db_engine
 from migrations.runner import alembic_config, downgrade_to_base, upgrade_to_head
 from tests.fixtures.database import create_postgres_database, drop_postgres_database
@@ -46,7 +46,7 @@ def test_upgrade_matches_models_and_downgrade_removes_everything(empty_database_
         with engine.connect() as connection:
             assert set(inspect(connection).get_table_names()) >= TABLES
             context = MigrationContext.configure(connection, opts={"compare_type": True})
-            assert compare_metadata(context, db.Base.metadata) == []
+            assert compare_metadata(context, db.models.Base.metadata) == []
         downgrade_to_base(empty_database_url)
         with engine.connect() as connection:
             assert set(inspect(connection).get_table_names()) <= {"alembic_version"}

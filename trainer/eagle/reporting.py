@@ -4,7 +4,7 @@ and one JSON line per step in ``metrics.jsonl``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,6 +54,37 @@ class TrainProgress(BaseModel):
     tokens_per_s: float | None = None
     eta_seconds: float | None = None
     elapsed_seconds: float = 0.0
+
+
+def describe_progress(progress: TrainProgress) -> str:
+    """One line for a person: the stage, the step, and the loss and speed while training."""
+    stage = progress.stage.replace("_", " ")
+    if progress.stage == "training":
+        text = f"training: step {progress.step}/{progress.total_steps}"
+        if progress.loss is not None:
+            text += f", loss {progress.loss:.4f}"
+        if progress.step_accuracy:
+            text += f", first-draft accuracy {progress.step_accuracy[0]:.2f}"
+        if progress.tokens_per_s:
+            text += f", {progress.tokens_per_s:.0f} tokens/s"
+        return text
+    if progress.stage in ("evaluating", "checkpointing", "exporting"):
+        return f"{stage} at step {progress.step}/{progress.total_steps}"
+    if progress.total_steps:
+        return f"{stage}: {progress.step}/{progress.total_steps}"
+    return stage
+
+
+def progress_printer(say: Callable[[str], None]) -> Callable[[TrainProgress], None]:
+    """A progress callback that says every stage change and every 50th training step."""
+    last_stage: list[str] = []
+
+    def report(progress: TrainProgress) -> None:
+        if last_stage[-1:] != [progress.stage] or (progress.stage == "training" and progress.step % 50 == 0):
+            last_stage.append(progress.stage)
+            say(describe_progress(progress))
+
+    return report
 
 
 class EvalMetrics(BaseModel):

@@ -29,23 +29,17 @@ from core.s3 import S3Location, s3_client
 from core.s3_store import S3Store
 from engine.heads.head_format import InvalidHeadError, draft_variant
 from engine.heads.validate import validate_head
-from trainer.eagle.reporting import TrainProgress
+from trainer.eagle.reporting import TrainProgress, describe_progress
 from trainer.train import HEAD_DIRNAME, train
 from worker.artifacts import HeadInput, TrainingDataInput, required
-from worker.base_head_recipe import (
-    base_head_budget_seconds,
-    base_head_config,
-    base_head_manifest,
-    name_the_verifier,
-)
-from worker.base_heads import BaseHead, BaseHeadStore, base_head_key
+from worker.base_head_recipe import base_head_budget_seconds, base_head_config, name_the_verifier
+from worker.base_heads import BaseHead, BaseHeadStore, base_head_key, base_head_manifest
 from worker.builtin_catalog import builtin_snapshot
 from worker.context import JobContext
 from worker.run_sync import RunDirectorySync
 from worker.shipped_heads import ShippedHeadRefusedError, shipped_head_for
 from worker.stages.data import fetch_training_data
 from worker.target_config import target_config_from_dict
-from worker.training_progress import describe
 
 BASE_RUN_DIRNAME = "base-train"
 PROGRESS_INTERVAL_SECONDS = 2.0
@@ -242,4 +236,4 @@ class _Progress:
             return
         self._last = now
         fraction = min(0.99, progress.elapsed_seconds / self.budget_seconds) if self.budget_seconds else None
-        self.ctx.report(f"Base head: {describe(progress)}", fraction=fraction)
+        self.ctx.report(f"Base head: {describe_progress(progress)}", fraction=fraction)

@@ -14,15 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.output_layout import (
-    BENCHMARK_CSV,
-    BENCHMARK_JSON,
-    HEAD_CONFIG,
-    HEAD_DIR,
-    HEAD_FILES,
-    OPTIONAL_HEAD_FILES,
-    TRAINING_METRICS,
-)
+from core.head_files import HEAD_CONFIG, HEAD_FILES, OPTIONAL_HEAD_FILES
+from core.output_layout import BENCHMARK_CSV, BENCHMARK_JSON, HEAD_DIR, TRAINING_METRICS
 from trainer.file_digest import sha256_of
 from worker.artifacts import required
 from worker.context import JobContext

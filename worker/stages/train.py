@@ -17,15 +17,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from core.head_files import HEAD_FILES, OPTIONAL_HEAD_FILES
 from core.job_errors import JobFailedError
-from core.output_layout import (
-    HEAD_DIR,
-    HEAD_FILES,
-    OPTIONAL_HEAD_FILES,
-    TRAIN_RESULT,
-    TRAIN_RUN,
-    TRAINING_METRICS,
-)
+from core.output_layout import HEAD_DIR, TRAIN_RESULT, TRAIN_RUN, TRAINING_METRICS
 from core.s3 import S3Location, s3_client
 from core.s3_store import S3Store
 from trainer.config import TrainConfig
