@@ -10,7 +10,7 @@ Why packing rather than a right-padded batch: the serving engine's greedy output
 the target's plain greedy output token for token. With the oneDNN-packed linears
 (``engine.packed_linear``) each row's projection is bit-for-bit the same whatever
 the number of rows, and here each sequence's attention is the very call batch-1 decoding
-makes (``sdpa_attention_forward`` with the same shapes and the same mask), so each
+makes (``engine.cpu_sdpa``'s SDPA call with the same shapes and the same mask), so each
 sequence's logits are bit-for-bit those of decoding it alone. A padded batch changes the
 key length and the mask of every row, and SDPA then differs in the last bits, which is
 enough to flip a near-tie argmax a few hundred tokens in.
@@ -34,8 +34,8 @@ from typing import Any
 import torch
 from torch import nn
 from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from engine.cpu_sdpa import cpu_sdpa_attention
 from engine.slot_attention import eager_attention_with_sinks
 from engine.slot_attention import visible_keys as slot_visible_keys
 
@@ -178,7 +178,7 @@ def _attend(  # noqa: PLR0917 - the attention interface's arguments plus the lay
     keys, values = keys[:, :, first:], values[:, :, first:]
     if kwargs.get("s_aux") is None:
         mask = causal_mask_after(past, new, query.device, window=window, first=first)
-        output, _ = sdpa_attention_forward(module, query, keys, values, mask, **kwargs)
+        output, _ = cpu_sdpa_attention(module, query, keys, values, mask, **kwargs)
         return output
     allowed = visible_keys(past, new, query.device, window=window, first=first)
     return eager_attention_with_sinks(module, query, keys, values, allowed, kwargs)
@@ -205,7 +205,7 @@ def packed_attention(
     layout = _LAYOUT.get()
     if layout is None:
         if kwargs.get("s_aux") is None and window is None:
-            return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+            return cpu_sdpa_attention(module, query, key, value, attention_mask, **kwargs)
         if attention_mask is not None:
             raise ValueError("outside a packed step, packed attention takes no mask for sinks or windows")
         past = key.shape[2] - query.shape[2]

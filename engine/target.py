@@ -15,6 +15,7 @@ from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
 from engine.capture import TargetFeatureCapture
+from engine.cpu_sdpa import ensure_cpu_sdpa
 from engine.recurrent_state import ForwardSnapshot, has_recurrent_state, snapshot, undo_last_tokens
 
 
@@ -36,6 +37,9 @@ class TargetRunner:
 
     def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int] | None = None) -> None:
         self.model = model
+        # Verifications and trees pass a mask: on a CPU, attend without copying the cache per
+        # query head (engine.cpu_sdpa; what the serving engine's packed attention does too).
+        ensure_cpu_sdpa(model)
         self.aux_layer_ids = list(aux_layer_ids) if aux_layer_ids is not None else None
         self._cache: DynamicCache | None = None
         self._capture: TargetFeatureCapture | None = None

@@ -10,19 +10,18 @@ them there.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.gpu_image_env import gpu_image_env
 from worker.shipped_heads import verify_shipped_head
 
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-GPU_IMAGE = REPO_ROOT / "tests" / "fixtures" / "gpu_image"
 # The device tool's limits on what comes back from $OUT.
 MAX_FILES_BACK, MAX_FILE_BYTES = 8, 16 * 1024 * 1024
 
@@ -30,7 +29,7 @@ MAX_FILES_BACK, MAX_FILE_BYTES = 8, 16 * 1024 * 1024
 def test_every_step_runs_and_what_comes_back_fits_the_device_tool(smollm2_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {
-        **os.environ,
+        **gpu_image_env(),
         "DEVICE": "cpu",
         "PY": str(REPO_ROOT / ".venv" / "bin" / "python"),
         "MODEL": str(smollm2_dir),
@@ -43,7 +42,6 @@ def test_every_step_runs_and_what_comes_back_fits_the_device_tool(smollm2_dir: P
         "EVAL_TOKENS": "8",
         "OPENERS": "2",
         "DEADLINE": "500",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(GPU_IMAGE), os.environ.get("PYTHONPATH")])),
     }
     done = subprocess.run(
         ["bash", str(REPO_ROOT / "scripts" / "gpu-check.sh")],

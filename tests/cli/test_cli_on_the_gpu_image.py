@@ -9,7 +9,6 @@ only the module of the command it runs.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,20 +16,16 @@ from pathlib import Path
 import pytest
 
 from cli.main import SUBCOMMAND_REGISTRARS, build_parser, requested_command
+from tests.fixtures.gpu_image_env import gpu_image_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-GPU_IMAGE = REPO_ROOT / "tests" / "fixtures" / "gpu_image"
 
 
 def on_the_gpu_image(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(GPU_IMAGE), os.environ.get("PYTHONPATH")])),
-    }
     return subprocess.run(
         [sys.executable, *args],
         cwd=REPO_ROOT,
-        env=env,
+        env=gpu_image_env(),
         capture_output=True,
         text=True,
         timeout=120,
