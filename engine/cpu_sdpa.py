@@ -6,8 +6,9 @@ query heads over 3 key/value heads, so every masked call (a verification of K+1 
 the cache, a draft tree, a serving step's packed sequence) first copies each layer's whole
 cache three times over (``repeat_kv``). On a CUDA GPU that copy is the price of SDPA's fast
 kernels, which take no mask with GQA; a CPU's flash kernel takes both. Measured on a 2-core
-AMD EPYC, 1 thread, SmolLM2-135M with the shipped head on the 20 chit-chat openers (one of
-1,782 tokens): a K=3 verification fell from 34.3 to 30.8 ms, 1.25x to 1.18x a decode step.
+AMD EPYC, 1 thread, SmolLM2-135M with the shipped head on the 20 chit-chat openers
+(`eaglenest base-heads evaluate`): a K=3 verification fell from 1.22 to 1.10-1.12 decode steps
+(docs/measurements.md).
 
 Every other call is transformers' own, argument for argument: a single query (transformers
 folds the grouped heads into it), a call without a mask (transformers passes ``enable_gqa``
