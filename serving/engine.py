@@ -14,10 +14,10 @@ Each step:
    (``engine.packed_target``). A target with linear-attention layers (Qwen3-Next)
    cannot share a packed row's recurrent state, so it runs one batch-1 forward per
    sequence instead (``engine.recurrent_target``).
-4. Greedy sequences are verified together on the device, their verdicts read back in one
-   host sync (``speculative.verification.verify_greedy_rows``); sampled ones each run
-   speculative sampling. Each keeps its accepted prefix plus the target's token and crops
-   its KV cache by the drafts it rejected: acceptance is ragged.
+4. Every sequence is verified on the device, greedy ones together and sampled ones by
+   speculative sampling with their own generators, and the verdicts are read back in one
+   host sync (``speculative.verification``). Each keeps its accepted prefix plus the
+   target's token and crops its KV cache by the drafts it rejected: acceptance is ragged.
 
 Without a head (or with K = 0) it is plain decoding on the same engine, the baseline a
 speedup is measured against. Greedy output equals the target's plain greedy decoding of
@@ -41,14 +41,15 @@ from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.drafting.draft import Proposal
 from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
+from engine.sampling import probabilities
 from engine.segments import Segment, SegmentOutput, SequenceCache, ServingTarget
 from engine.serving_targets import serving_target
 from serving.metrics import EngineMetrics
 from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
-from speculative.decoder import SpeculativeDecoder, _check_head_fits, _eos_of
+from speculative.decoder import _check_head_fits, _eos_of
 from speculative.sequence import SequenceState
-from speculative.verification import Verdict, verify_greedy_rows
+from speculative.verification import Verdict, greedy_verdicts, read_verdicts, sampled_verdicts
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +123,7 @@ class ServingEngine:
             else None
         )
         self.metrics = EngineMetrics(max_positions=self.speculation.max_tokens)
+        self._no_drafts = torch.empty(0, dtype=torch.long, device=self.device)
         self._queue: queue.Queue[RequestHandle] = queue.Queue()
         self._active: list[_Active] = []
         self._stopping = threading.Event()
@@ -229,32 +231,50 @@ class ServingEngine:
             for active, proposal, ids in zip(self._active, proposals, drafted, strict=True)
         ]
         outputs = self.target.forward(segments)
-        verdicts = self._greedy_verdicts(proposals, outputs)
+        verdicts = self._verdicts(proposals, outputs)
         for active, proposal, ids, output, verdict in zip(
             self._active, proposals, drafted, outputs, verdicts, strict=True
         ):
             self._advance(active, proposal, ids, output, verdict)
         self.metrics.record_step(k)
 
-    def _greedy_verdicts(
-        self, proposals: list[Proposal | None], outputs: list[SegmentOutput]
-    ) -> list[Verdict | None]:
-        """The verdict of every greedy row (its next token alone when it drafted nothing), read
-        back in one host sync for the whole batch; None for sampled rows, verified one by one."""
-        verdicts: list[Verdict | None] = [None] * len(self._active)
-        rows = [index for index, active in enumerate(self._active) if active.handle.request.sampling.greedy]
-        if not rows:
-            return verdicts
-        no_drafts = torch.empty(0, dtype=torch.long, device=self.device)
-        drafts: list[torch.Tensor] = []
-        logits: list[torch.Tensor] = []
-        for index in rows:
-            proposal = proposals[index]
-            drafts.append(no_drafts if proposal is None else proposal.token_ids)
-            logits.append(outputs[index].logits if proposal is not None else outputs[index].logits[-1:])
-        for index, verdict in zip(rows, verify_greedy_rows(drafts, logits), strict=True):
-            verdicts[index] = verdict
-        return verdicts
+    def _verdicts(self, proposals: list[Proposal | None], outputs: list[SegmentOutput]) -> list[Verdict]:
+        """The verdict of every row (its next token alone when it drafted nothing), greedy rows
+        and sampled rows each decided on the device, read back in one host sync for the batch."""
+        greedy: list[int] = []
+        sampled: list[int] = []
+        for index, active in enumerate(self._active):
+            (greedy if active.handle.request.sampling.greedy else sampled).append(index)
+        drafts = [self._drafts_of(proposal) for proposal in proposals]
+        scored = [
+            output.logits if proposal is not None else output.logits[-1:]
+            for proposal, output in zip(proposals, outputs, strict=True)
+        ]
+        greedy_rows = greedy_verdicts([drafts[row] for row in greedy], [scored[row] for row in greedy])
+        sampled_rows = sampled_verdicts(
+            [drafts[row] for row in sampled],
+            [self._draft_probs_of(proposals[row]) for row in sampled],
+            [probabilities(scored[row], self._active[row].handle.request.sampling) for row in sampled],
+            [self._generator_of(self._active[row]) for row in sampled],
+        )
+        by_row = dict(zip([*greedy, *sampled], read_verdicts(greedy_rows, sampled_rows), strict=True))
+        return [by_row[row] for row in range(len(self._active))]
+
+    def _drafts_of(self, proposal: Proposal | None) -> torch.Tensor:
+        return proposal.token_ids if proposal is not None else self._no_drafts
+
+    def _draft_probs_of(self, proposal: Proposal | None) -> torch.Tensor:
+        if proposal is None:
+            return torch.empty(0, self.vocab_size, device=self.device)
+        if proposal.probs is None:
+            raise RuntimeError("sampled verification needs the draft distributions")
+        return proposal.probs
+
+    @staticmethod
+    def _generator_of(active: _Active) -> torch.Generator:
+        if active.generator is None:
+            raise RuntimeError("a sampled request has no generator")
+        return active.generator
 
     def _draft(self, k: int) -> list[Proposal | None]:
         """Up to ``k`` drafts for every sequence that can take them, in one batch."""
@@ -303,26 +323,16 @@ class ServingEngine:
         proposal: Proposal | None,
         drafted: list[int],
         output: SegmentOutput,
-        verdict: Verdict | None,
+        verdict: Verdict,
     ) -> None:
-        """Keep what this step decided; ``verdict`` is given for greedy rows (``_greedy_verdicts``)."""
-        params = active.handle.request.sampling
+        """Keep what this step decided (``_verdicts``)."""
         if proposal is None:
-            token = (
-                verdict.next_token
-                if verdict is not None
-                else SpeculativeDecoder._pick(output.logits[-1], params, active.generator)
-            )
             if not active.prefilled:
                 self.metrics.prompt_tokens.inc(len(active.sequence.prompt_ids))
                 active.prefilled = True
             self._keep_features(active, output.features)
-            self._emit(active, [token])
+            self._emit(active, [verdict.next_token])
             return
-        if verdict is None:
-            verdict = SpeculativeDecoder._verify(
-                proposal.token_ids, proposal.probs, output.logits, params, active.generator
-            )
         proposed = len(drafted)
         active.cache.crop(active.cache.length - (proposed - verdict.accepted))
         assert output.features is not None  # a head's forward always captures

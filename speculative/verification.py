@@ -6,6 +6,10 @@ plain greedy decoding would produce. Sampling: the speculative-sampling rule of 
 et al. / Chen et al. (2023): accept draft x with probability min(1, p(x)/q(x)); at the
 first rejection draw from norm(max(p - q, 0)); if every draft is accepted draw the bonus
 from p. Every emitted token is then distributed exactly as the target's p.
+
+Each rule decides a whole batch on the device (``greedy_verdicts``, ``sampled_verdicts``)
+and ``read_verdicts`` reads every row's outcome back in one host sync: on a GPU a step's
+verification then waits for the device once, however many rows it has.
 """
 
 from __future__ import annotations
@@ -36,22 +40,22 @@ def verify_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor) -> Verdi
 def verify_greedy_rows(
     draft_ids: Sequence[torch.Tensor], target_logits: Sequence[torch.Tensor]
 ) -> list[Verdict]:
-    """Greedy verification of every row of a batch at once, with one host sync for all.
+    """Greedy verification of every row of a batch at once, with one host sync for all
+    (``greedy_verdicts``, read back)."""
+    return read_verdicts(greedy_verdicts(draft_ids, target_logits))
+
+
+def greedy_verdicts(draft_ids: Sequence[torch.Tensor], target_logits: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Greedy verification of every row of a batch on the device: [R, 2] (accepted, next token).
 
     Row ``r`` drafted ``draft_ids[r]`` [K_r] (K_r may be 0: plain decoding's next token) and
     the target scored ``target_logits[r]`` [K_r+1, V]. A row accepts the leading run of drafts
     that equal the target's argmax, then takes the target's argmax after them. Verifying row
     by row would read two numbers back per row, each a device-to-host sync that stalls a GPU's
-    queue; here every row's acceptance is computed on the device and read back in one
-    ``tolist``."""
-    if len(draft_ids) != len(target_logits):
-        raise ValueError(f"{len(draft_ids)} rows of drafts but {len(target_logits)} of logits")
+    queue; here nothing is read until ``read_verdicts``."""
+    _check_rows(draft_ids, target_logits)
     if not draft_ids:
-        return []
-    for row, (drafts, logits) in enumerate(zip(draft_ids, target_logits, strict=True)):
-        count = drafts.shape[0]
-        if logits.shape[0] != count + 1:
-            raise ValueError(f"row {row}: {count} drafts need {count + 1} logits, got {logits.shape[0]}")
+        return torch.empty(0, 2, dtype=torch.long)
     # Padding never matches: the target side pads with -1, the draft side with -2.
     targets = pad_sequence(
         [logits.argmax(dim=-1) for logits in target_logits], batch_first=True, padding_value=-1
@@ -59,8 +63,7 @@ def verify_greedy_rows(
     drafts = pad_sequence(list(draft_ids), batch_first=True, padding_value=-2).to(targets.dtype)
     accepted = (targets[:, : drafts.shape[1]] == drafts).int().cumprod(dim=1).sum(dim=1)
     next_tokens = targets.gather(1, accepted.unsqueeze(1).long()).squeeze(1)
-    pairs = torch.stack([accepted.long(), next_tokens], dim=1).tolist()
-    return [Verdict(accepted=int(count), next_token=int(token)) for count, token in pairs]
+    return torch.stack([accepted.long(), next_tokens], dim=1)
 
 
 def verify_sampled(
@@ -73,20 +76,74 @@ def verify_sampled(
 
     ``draft_ids`` [K] were drawn from ``draft_probs`` [K, V] (zero outside the draft
     vocabulary); ``target_probs`` [K+1, V] is the target's distribution at the pending
-    token and after each draft, already tempered and top-p filtered.
+    token and after each draft, already tempered and top-p filtered. One host sync: a batch
+    of one row of ``sampled_verdicts``.
     """
+    return read_verdicts(sampled_verdicts([draft_ids], [draft_probs], [target_probs], [generator]))[0]
+
+
+def sampled_verdicts(
+    draft_ids: Sequence[torch.Tensor],
+    draft_probs: Sequence[torch.Tensor],
+    target_probs: Sequence[torch.Tensor],
+    generators: Sequence[torch.Generator],
+) -> torch.Tensor:
+    """Speculative sampling of every row of a batch on the device: [R, 2] (accepted, next token).
+
+    Row ``r`` is ``verify_sampled``'s arguments; K_r may be 0 (plain sampling: the token is
+    drawn from ``target_probs[r][0]``, ``draft_probs[r]`` is [0, V]). Each row draws from its
+    own generator, K_r uniforms then one token, in the order a row verified alone draws them,
+    so a seeded request samples the same tokens whatever else is in the batch. Nothing is
+    read back: which distribution the last token comes from is chosen on the device.
+    """
+    _check_rows(draft_ids, target_probs)
+    if not (len(draft_ids) == len(draft_probs) == len(generators)):
+        raise ValueError(
+            f"{len(draft_ids)} rows of drafts, {len(draft_probs)} of draft distributions "
+            f"and {len(generators)} generators"
+        )
+    rows = [
+        _sampled_verdict(ids, q, p, generator)
+        for ids, q, p, generator in zip(draft_ids, draft_probs, target_probs, generators, strict=True)
+    ]
+    return torch.stack(rows) if rows else torch.empty(0, 2, dtype=torch.long)
+
+
+def _sampled_verdict(
+    draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor, generator: torch.Generator
+) -> torch.Tensor:
+    """One row of ``sampled_verdicts``: accept draft x with probability min(1, p(x)/q(x)); at
+    the first rejection draw from norm(max(p - q, 0)); after K acceptances draw from p."""
     num_drafts = draft_ids.shape[0]
-    rows = torch.arange(num_drafts, device=draft_ids.device)
-    p_draft = target_probs[rows, draft_ids]
-    q_draft = draft_probs[rows, draft_ids]
+    positions = torch.arange(num_drafts, device=draft_ids.device)
+    p_draft = target_probs[positions, draft_ids]
+    q_draft = draft_probs[positions, draft_ids]
     uniforms = torch.rand(num_drafts, generator=generator, dtype=p_draft.dtype, device=p_draft.device)
     # u < p/q written without the division: q > 0 for a drawn token, and p = 0 never accepts.
-    accepts = (uniforms * q_draft < p_draft).int().cumprod(dim=0)
-    accepted = int(accepts.sum())
-    if accepted == num_drafts:
-        return Verdict(accepted=accepted, next_token=int(sample(target_probs[accepted], generator)))
-    residual = (target_probs[accepted] - draft_probs[accepted]).clamp_(min=0.0)
-    mass = float(residual.sum())
-    # p == q up to rounding leaves no residual mass; p itself is then the right law.
-    distribution = residual / mass if mass > 0.0 else target_probs[accepted]
-    return Verdict(accepted=accepted, next_token=int(sample(distribution, generator)))
+    accepted = (uniforms * q_draft < p_draft).long().cumprod(dim=0).sum().view(1)
+    p_next = target_probs.index_select(0, accepted)[0]
+    # Past the last draft there is no q: a zero row makes the residual p itself.
+    q_rows = torch.cat([draft_probs, draft_probs.new_zeros(1, draft_probs.shape[-1])])
+    residual = (p_next - q_rows.index_select(0, accepted)[0]).clamp_(min=0.0)
+    mass = residual.sum()
+    # Every draft accepted: p. p == q up to rounding leaves no residual mass: p is the law too.
+    from_p = (accepted[0] == num_drafts) | (mass <= 0.0)
+    distribution = torch.where(from_p, p_next, residual / torch.where(from_p, 1.0, mass))
+    return torch.cat([accepted, sample(distribution, generator).view(1)])
+
+
+def read_verdicts(*verdicts: torch.Tensor) -> list[Verdict]:
+    """The verdicts of every [R, 2] tensor given, in order, read back in one host sync."""
+    filled = [rows for rows in verdicts if rows.shape[0] > 0]
+    pairs: list[list[int]] = torch.cat(filled).tolist() if filled else []
+    return [Verdict(accepted=int(count), next_token=int(token)) for count, token in pairs]
+
+
+def _check_rows(draft_ids: Sequence[torch.Tensor], scores: Sequence[torch.Tensor]) -> None:
+    """Each row scores its K drafts and the position after them: K + 1 rows of logits or probs."""
+    if len(draft_ids) != len(scores):
+        raise ValueError(f"{len(draft_ids)} rows of drafts but {len(scores)} of logits")
+    for row, (drafts, logits) in enumerate(zip(draft_ids, scores, strict=True)):
+        count = drafts.shape[0]
+        if logits.shape[0] != count + 1:
+            raise ValueError(f"row {row}: {count} drafts need {count + 1} logits, got {logits.shape[0]}")

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 import torch
 from transformers import PreTrainedModel
 
 from engine.sampling import SamplingParams, probabilities
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
+from speculative.verification import Verdict
+from tests.fixtures.host_syncs import HostReads, counting_host_reads
 from tests.speculative.engine_doubles import random_head, tiny_target
 
 PROMPT = [5, 17, 30, 8]
@@ -64,3 +69,36 @@ def test_same_seed_gives_the_same_sample_whatever_the_batch() -> None:
         again = engine.submit(request)
         assert again.wait(60) == alone
         [handle.wait(60) for handle in crowd]
+
+
+def test_a_sampled_batch_is_verified_with_one_host_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every row's speculative sampling runs on the device; the step reads the verdicts back
+    once, not two or three numbers per sampled row (each a sync that stalls a GPU's queue)."""
+    target = tiny_target("LlamaForCausalLM")
+    target.generation_config.eos_token_id = None
+    reads_per_call: list[int] = []
+    reads = HostReads()
+    original = ServingEngine._verdicts
+
+    def counted(engine: ServingEngine, *args: Any) -> list[Verdict]:
+        # The test thread only waits meanwhile: every read counted here is the engine's.
+        before = reads.count
+        verdicts = original(engine, *args)
+        reads_per_call.append(reads.count - before)
+        return verdicts
+
+    monkeypatch.setattr(ServingEngine, "_verdicts", counted)
+    head = random_head(target)
+    with (
+        counting_host_reads(monkeypatch, reads),
+        ServingEngine(target, head, speculation=FixedSpeculation(3), max_batch_size=4) as engine,
+    ):
+        requests = [GenerationRequest(PROMPT, 12, sampling=PARAMS, seed=seed) for seed in range(3)]
+        requests.append(GenerationRequest(PROMPT, 12))  # a greedy row in the same batch
+        handles = [engine.submit(request) for request in requests]
+        outputs = [handle.wait(60) for handle in handles]
+
+    assert all(len(output) == 12 for output in outputs)
+    assert sum(sum(handle.stats.proposed_per_step) for handle in handles) > 0
+    assert reads_per_call
+    assert set(reads_per_call) == {1}

@@ -1,11 +1,19 @@
-"""Greedy verification of a whole batch on the device, read back in one host sync."""
+"""Verification of a whole batch on the device, greedy and sampled, read back in one host sync."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from speculative.verification import verify_greedy, verify_greedy_rows
+from engine.sampling import sample
+from speculative.verification import (
+    greedy_verdicts,
+    read_verdicts,
+    sampled_verdicts,
+    verify_greedy,
+    verify_greedy_rows,
+    verify_sampled,
+)
 from tests.fixtures.host_syncs import counting_host_reads
 
 VOCAB = 50
@@ -58,3 +66,73 @@ def test_logits_that_do_not_fit_the_drafts_are_refused_by_row() -> None:
     with pytest.raises(ValueError, match="2 rows of drafts but 1 of logits"):
         verify_greedy_rows([ids, ids], [torch.zeros(4, VOCAB)])
     assert verify_greedy_rows([], []) == []
+
+
+def _sampled_row(generator: torch.Generator, drafts: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Drafts drawn from a draft distribution q [K, V] and the target's p [K+1, V]: some are
+    accepted and some rejected, depending on the uniforms."""
+    p = torch.softmax(2.0 * torch.randn(drafts + 1, VOCAB, generator=generator), dim=-1)
+    q = torch.softmax(2.0 * torch.randn(drafts, VOCAB, generator=generator), dim=-1)
+    ids = sample(q, generator) if drafts else torch.empty(0, dtype=torch.long)
+    return ids, q, p
+
+
+def test_each_sampled_rows_verdict_is_that_row_verified_alone() -> None:
+    generator = torch.Generator().manual_seed(2)
+    rows = [_sampled_row(generator, drafts) for drafts in (0, 3, 1, 4, 2, 3, 0, 4)]
+    seeds = range(30, 30 + len(rows))
+
+    batched = read_verdicts(
+        sampled_verdicts(
+            [ids for ids, _, _ in rows],
+            [q for _, q, _ in rows],
+            [p for _, _, p in rows],
+            [torch.Generator().manual_seed(seed) for seed in seeds],
+        )
+    )
+    alone = [
+        verify_sampled(ids, q, p, torch.Generator().manual_seed(seed))
+        for (ids, q, p), seed in zip(rows, seeds, strict=True)
+    ]
+
+    assert batched == alone
+    # A row without drafts draws its token from p[0] with its generator, as plain sampling does.
+    (_, _, p_first), (_, _, p_last) = rows[0], rows[-2]
+    assert batched[0].next_token == int(sample(p_first[0], torch.Generator().manual_seed(30)))
+    assert batched[-2].next_token == int(sample(p_last[0], torch.Generator().manual_seed(36)))
+    accepted = [verdict.accepted for verdict in batched]
+    assert any(0 < count < len(ids) for count, (ids, _, _) in zip(accepted, rows, strict=True))
+
+
+def test_greedy_and_sampled_rows_of_a_batch_cost_one_host_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    generator = torch.Generator().manual_seed(3)
+    greedy_rows = [_row(generator, drafts, drafts // 2) for drafts in (0, 2, 4, 4)]
+    sampled_rows = [_sampled_row(generator, drafts) for drafts in (0, 1, 3, 4, 4)]
+
+    with counting_host_reads(monkeypatch) as reads:
+        verdicts = read_verdicts(
+            greedy_verdicts([ids for ids, _ in greedy_rows], [logits for _, logits in greedy_rows]),
+            sampled_verdicts(
+                [ids for ids, _, _ in sampled_rows],
+                [q for _, q, _ in sampled_rows],
+                [p for _, _, p in sampled_rows],
+                [torch.Generator().manual_seed(row) for row in range(len(sampled_rows))],
+            ),
+        )
+    with counting_host_reads(monkeypatch) as per_row:
+        for row, (ids, q, p) in enumerate(sampled_rows):
+            verify_sampled(ids, q, p, torch.Generator().manual_seed(row))
+
+    assert reads.count == 1
+    assert per_row.count == len(sampled_rows)
+    assert len(verdicts) == len(greedy_rows) + len(sampled_rows)
+    assert verdicts[: len(greedy_rows)] == [verify_greedy(ids, logits) for ids, logits in greedy_rows]
+
+
+def test_sampled_rows_that_do_not_fit_are_refused() -> None:
+    ids, q, p = _sampled_row(torch.Generator().manual_seed(4), 3)
+    with pytest.raises(ValueError, match=r"row 0: 3 drafts need 4 logits, got 3"):
+        sampled_verdicts([ids], [q], [p[:3]], [torch.Generator()])
+    with pytest.raises(ValueError, match="1 rows of drafts, 2 of draft distributions and 1 generators"):
+        sampled_verdicts([ids], [q, q], [p], [torch.Generator()])
+    assert read_verdicts(sampled_verdicts([], [], [], [])) == []
