@@ -115,6 +115,9 @@ def _sampled_verdict(
     """One row of ``sampled_verdicts``: accept draft x with probability min(1, p(x)/q(x)); at
     the first rejection draw from norm(max(p - q, 0)); after K acceptances draw from p."""
     num_drafts = draft_ids.shape[0]
+    if num_drafts == 0:  # plain sampling: nothing to accept, the token comes from p
+        token = sample(target_probs[0], generator)
+        return torch.stack([torch.zeros_like(token), token])
     positions = torch.arange(num_drafts, device=draft_ids.device)
     p_draft = target_probs[positions, draft_ids]
     q_draft = draft_probs[positions, draft_ids]
@@ -122,12 +125,14 @@ def _sampled_verdict(
     # u < p/q written without the division: q > 0 for a drawn token, and p = 0 never accepts.
     accepted = (uniforms * q_draft < p_draft).long().cumprod(dim=0).sum().view(1)
     p_next = target_probs.index_select(0, accepted)[0]
-    # Past the last draft there is no q: a zero row makes the residual p itself.
-    q_rows = torch.cat([draft_probs, draft_probs.new_zeros(1, draft_probs.shape[-1])])
-    residual = (p_next - q_rows.index_select(0, accepted)[0]).clamp_(min=0.0)
+    # Past the last draft there is no q, and p itself is the law: the last draft's row, zeroed,
+    # stands in for it, so no [K+1, V] copy is made per row and step.
+    within = accepted < num_drafts
+    q_next = draft_probs.index_select(0, accepted.clamp(max=num_drafts - 1))[0] * within
+    residual = (p_next - q_next).clamp_(min=0.0)
     mass = residual.sum()
     # Every draft accepted: p. p == q up to rounding leaves no residual mass: p is the law too.
-    from_p = (accepted[0] == num_drafts) | (mass <= 0.0)
+    from_p = ~within[0] | (mass <= 0.0)
     distribution = torch.where(from_p, p_next, residual / torch.where(from_p, 1.0, mass))
     return torch.cat([accepted, sample(distribution, generator).view(1)])
 
