@@ -68,13 +68,27 @@ def batch_bucket(batch_size: int) -> int:
 
 @dataclass(slots=True)
 class StepCosts:
-    """EWMA wall seconds of a step for each K run at one batch size, and a line through them."""
+    """EWMA wall seconds of a step for each K run at one batch size, and a line through them.
 
+    A K not run for ``stale_after`` timed steps leaves the fit (the two K run last always stay):
+    steps get dearer as sequences grow, and an engine's first steps are slow, so an old time
+    of a K the policy has moved away from would tilt the line.
+    """
+
+    stale_after: int = 64
     seconds: dict[int, float] = field(default_factory=dict)
+    last_seen: dict[int, int] = field(default_factory=dict)
+    steps: int = 0
 
     def observe(self, k: int, seconds: float, weight: float) -> None:
         known = self.seconds.get(k)
         self.seconds[k] = seconds if known is None else known + weight * (seconds - known)
+        self.steps += 1
+        self.last_seen[k] = self.steps
+        recent = sorted(self.last_seen, key=self.last_seen.__getitem__)[-2:]
+        for old in [k for k, seen in self.last_seen.items() if self.steps - seen >= self.stale_after]:
+            if old not in recent:
+                del self.seconds[old], self.last_seen[old]
 
     def line(self, prior_slope: float) -> tuple[float, float] | None:
         """(intercept, slope) of step seconds against K, least squares over the measured K;

@@ -92,6 +92,19 @@ def test_costs_come_off_a_line_through_the_measured_ones() -> None:
     assert costs.estimate(1, prior_slope=0.1) == costs.estimate(2, prior_slope=0.1)
 
 
+def test_a_k_not_run_for_a_while_leaves_the_fit() -> None:
+    costs = StepCosts(stale_after=4)
+    costs.observe(5, 9.0, weight=0.5)  # a slow first step, then the policy moved to K = 1..2
+    for _ in range(4):
+        costs.observe(1, 1.1, weight=0.5)
+        costs.observe(2, 1.2, weight=0.5)
+    assert sorted(costs.seconds) == [1, 2]
+    assert costs.estimate(5, prior_slope=0.1) == pytest.approx(1.5)
+    for _ in range(8):  # the two K run last stay, however long ago
+        costs.observe(2, 1.2, weight=0.5)
+    assert sorted(costs.seconds) == [1, 2]
+
+
 def test_a_head_that_is_never_right_stays_plain_even_when_drafting_steps_time_faster() -> None:
     policy = AdaptiveSpeculation(max_tokens=4, probe_every=8, rates=[0.0] * 4)
     ks = run_steps(policy, 1, 64, lambda batch_size, k: 1.0 - 0.05 * k)  # noise: K = 1 "faster"
