@@ -6,9 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
+from transformers import PreTrainedModel
 
+from engine.heads.model import Eagle3DraftModel
 from serving import AdaptiveSpeculation, GenerationRequest, ServingEngine
-from serving.speculation import StepCosts, batch_bucket
+from serving.speculation import SpeculationPolicy, StepCosts, batch_bucket
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9]
@@ -173,18 +175,26 @@ class FormulaCosts:
         self.policy.observe_step(batch_size, num_tokens, self.cost(batch_size, num_tokens))
 
 
-def test_engine_drafts_deep_for_a_good_head_and_shallow_for_a_bad_one() -> None:
+def serve_alone(
+    head: Callable[[PreTrainedModel, list[int]], Eagle3DraftModel],
+    policy: SpeculationPolicy,
+    new_tokens: int,
+) -> tuple[float, int]:
+    """Serve PROMPT alone, greedy, output checked against plain decoding; (mean K, engine steps).
+    ``head`` gets the target and the whole expected sequence (what an oracle head needs)."""
     target = tiny_target("LlamaForCausalLM")
     target.generation_config.eos_token_id = None
-    expected = hf_greedy(target, PROMPT, 120)
+    expected = hf_greedy(target, PROMPT, new_tokens)
+    with ServingEngine(target, head(target, PROMPT + expected), speculation=policy) as engine:
+        assert engine.generate(GenerationRequest(PROMPT, new_tokens), timeout=60) == expected
+        return engine.metrics.mean_speculative_tokens, int(engine.metrics.num_steps._value.get())
+
+
+def test_engine_drafts_deep_for_a_good_head_and_shallow_for_a_bad_one() -> None:
     good = FormulaCosts(AdaptiveSpeculation(max_tokens=5), cpu_like)
-    with ServingEngine(target, oracle_head(target, PROMPT + expected), speculation=good) as engine:
-        assert engine.generate(GenerationRequest(PROMPT, 120), timeout=60) == expected
-        deep = engine.metrics.mean_speculative_tokens
+    deep, _ = serve_alone(oracle_head, good, 120)
     bad = FormulaCosts(AdaptiveSpeculation(max_tokens=5), cpu_like)
-    with ServingEngine(target, random_head(target), speculation=bad) as engine:
-        assert engine.generate(GenerationRequest(PROMPT, 120), timeout=60) == expected
-        shallow = engine.metrics.mean_speculative_tokens
+    shallow, _ = serve_alone(lambda target, _: random_head(target), bad, 120)
     assert good.policy.best(1) == 5
     assert deep > 4.0
     assert bad.policy.best(1) == 0
@@ -192,13 +202,8 @@ def test_engine_drafts_deep_for_a_good_head_and_shallow_for_a_bad_one() -> None:
 
 
 def test_engine_times_every_decoding_step_and_no_prefill() -> None:
-    target = tiny_target("LlamaForCausalLM")
-    target.generation_config.eos_token_id = None
-    expected = hf_greedy(target, PROMPT, 40)
     recorded = FormulaCosts(AdaptiveSpeculation(max_tokens=3), cpu_like)
-    with ServingEngine(target, oracle_head(target, PROMPT + expected), speculation=recorded) as engine:
-        assert engine.generate(GenerationRequest(PROMPT, 40), timeout=60) == expected
-        steps = int(engine.metrics.num_steps._value.get())
+    _, steps = serve_alone(oracle_head, recorded, 40)
     # The first step prefilled the prompt; every later one decoded and was timed.
     assert len(recorded.timed) == steps - 1 > 5
     assert all(batch == 1 and 0 <= k <= 3 and seconds > 0 for batch, k, seconds in recorded.timed)
@@ -207,10 +212,6 @@ def test_engine_times_every_decoding_step_and_no_prefill() -> None:
 
 def test_engine_with_a_head_that_is_never_right_decodes_almost_plainly() -> None:
     """Adaptive K backs off to plain decoding when nothing is accepted (never slower)."""
-    target = tiny_target("LlamaForCausalLM")
-    target.generation_config.eos_token_id = None
-    expected = hf_greedy(target, PROMPT, 200)
     policy = AdaptiveSpeculation(max_tokens=5, prior=0.3, rates=[0.0] * 5, probe_every=16)
-    with ServingEngine(target, random_head(target), speculation=policy) as engine:
-        assert engine.generate(GenerationRequest(PROMPT, 200), timeout=60) == expected
-        assert engine.metrics.mean_speculative_tokens < 0.1
+    mean_k, _ = serve_alone(lambda target, _: random_head(target), policy, 200)
+    assert mean_k < 0.1
