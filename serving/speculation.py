@@ -90,6 +90,10 @@ class StepCosts:
             if old not in recent:
                 del self.seconds[old], self.last_seen[old]
 
+    def fitted(self) -> tuple[float, float] | None:
+        """The line when two or more K were measured (no prior in it)."""
+        return self.line(0.0) if len(self.seconds) >= 2 else None
+
     def line(self, prior_slope: float) -> tuple[float, float] | None:
         """(intercept, slope) of step seconds against K, least squares over the measured K;
         one measured K borrows ``prior_slope`` (seconds per draft as a share of a plain step)."""
@@ -128,9 +132,9 @@ class AdaptiveSpeculation:
     costs (``observe_step``) are kept per batch size (``batch_bucket``) and K. The policy runs
     the K with the best expected tokens per second of step at this batch size; every
     ``probe_every`` steps of a batch size it runs a neighbour of that K instead (one more,
-    then one fewer), so the choice can move as acceptance and costs change. A batch size never
-    timed borrows its costs from the nearest one that was, and before any timing the cost of a
-    draft is ``prior_slope`` of a plain step.
+    then one fewer), so the choice can move as acceptance and costs change. A batch size not
+    yet timed at two K prices a draft from the nearest one that was (``draft_share``); before
+    any, a draft costs ``prior_slope`` of a plain step.
     """
 
     max_tokens: int = 6
@@ -175,14 +179,30 @@ class AdaptiveSpeculation:
 
     def best(self, batch_size: int) -> int:
         """The K with the most expected tokens per second of step at this batch size."""
-        costs = self._costs_for(batch_bucket(batch_size))
+        bucket = batch_bucket(batch_size)
+        costs = self._costs.get(bucket)
+        slope = self.draft_share(bucket)
         scores = []
         for k in range(self.max_tokens + 1):
-            seconds = costs.estimate(k, self.prior_slope) if costs is not None else None
-            relative = seconds if seconds is not None else 1.0 + self.prior_slope * k
+            seconds = costs.estimate(k, slope) if costs is not None else None
+            relative = seconds if seconds is not None else 1.0 + slope * k
             scores.append((self.expected_tokens(k) / relative, -k))
         # On a tie the smaller K: the same tokens for fewer head forwards.
         return -max(scores)[1]
+
+    def draft_share(self, bucket: int) -> float:
+        """What one more draft adds to a step, as a share of a plain step, at a batch size whose
+        own line is not fitted yet: the nearest fitted batch size's share, scaled by the ratio
+        of the batch sizes (each draft is one more verified row per sequence, so where rows
+        cost, its share grows with the batch), else ``prior_slope``. Scaling up errs towards
+        fewer drafts at a new, larger batch (a weight-bound GPU soon measures its way back up);
+        borrowing the share unscaled sent a 4-sequence batch straight to batch 1's deep K."""
+        fitted = {known: line for known, costs in self._costs.items() if (line := costs.fitted())}
+        if not fitted:
+            return self.prior_slope
+        known = min(fitted, key=lambda size: (abs(size - bucket), size))
+        intercept, slope = fitted[known]
+        return slope / max(intercept, 1e-9) * bucket / known
 
     def num_tokens(self, batch_size: int) -> int:
         bucket = batch_bucket(batch_size)
@@ -214,11 +234,3 @@ class AdaptiveSpeculation:
             return
         bucket = batch_bucket(batch_size)
         self._costs.setdefault(bucket, StepCosts()).observe(num_tokens, seconds, self.cost_decay)
-
-    def _costs_for(self, bucket: int) -> StepCosts | None:
-        """This batch size's costs, or, before its first timed step, the nearest timed one's."""
-        if bucket in self._costs:
-            return self._costs[bucket]
-        if not self._costs:
-            return None
-        return self._costs[min(self._costs, key=lambda known: (abs(known - bucket), known))]

@@ -77,6 +77,17 @@ def test_a_batch_size_never_timed_borrows_the_nearest_costs() -> None:
     assert batch_bucket(40) == batch_bucket(64) == 64 != batch_bucket(16) == 16
 
 
+def test_a_larger_batch_prices_a_draft_up_from_a_smaller_ones_line() -> None:
+    """Deep at batch 1 must not mean deep at the first steps of batch 4, where rows cost."""
+    policy = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
+    run_steps(policy, 1, 64, cpu_like)
+    share_at_1 = policy.draft_share(1)
+    assert share_at_1 == pytest.approx(0.06)  # cpu_like at batch 1: 0.02 + 0.04 per draft
+    assert policy.draft_share(4) == pytest.approx(4 * share_at_1)
+    assert policy.best(1) == best_by_hand(RATES, 1, cpu_like) == 4
+    assert policy.best(4) <= best_by_hand(RATES, 4, cpu_like) < 4
+
+
 def test_costs_come_off_a_line_through_the_measured_ones() -> None:
     costs = StepCosts()
     assert costs.estimate(0, prior_slope=0.1) is None
