@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -223,7 +224,11 @@ class ServingEngine:
         return active
 
     def _step(self) -> None:
-        k = self.speculation.num_tokens(len(self._active)) if self.head is not None else 0
+        started = time.perf_counter()
+        # A step that prefills a joining prompt costs what the prompt costs, not what K does.
+        decoding_only = all(active.prefilled for active in self._active)
+        batch_size = len(self._active)
+        k = self.speculation.num_tokens(batch_size) if self.head is not None else 0
         proposals = self._draft(k)
         drafted = _drafted_ids(proposals)
         segments = [
@@ -237,6 +242,11 @@ class ServingEngine:
         ):
             self._advance(active, proposal, ids, output, verdict)
         self.metrics.record_step(k)
+        if decoding_only:
+            # The verdicts were read back above, so on a GPU this wall time covers the step's
+            # kernels too.
+            drafted_k = max((len(ids) for ids in drafted), default=0)
+            self.speculation.observe_step(batch_size, drafted_k, time.perf_counter() - started)
 
     def _verdicts(self, proposals: list[Proposal | None], outputs: list[SegmentOutput]) -> list[Verdict]:
         """The verdict of every row (its next token alone when it drafted nothing), greedy rows

@@ -1,21 +1,127 @@
-"""Adaptive K: deep when drafts are accepted and the batch is small, shallow otherwise."""
+"""Adaptive K: the K with the most tokens per second, from measured acceptance and step costs."""
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+import pytest
+from transformers import PreTrainedModel
+
+from engine.heads.model import Eagle3DraftModel
 from serving import AdaptiveSpeculation, GenerationRequest, ServingEngine
+from serving.speculation import SpeculationPolicy, StepCosts, batch_bucket
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9]
 
 
-def test_threshold_rises_with_batch_size_so_k_falls() -> None:
-    policy = AdaptiveSpeculation(max_tokens=6, rates=[0.8] * 6)
-    depths = [policy.num_tokens(batch) for batch in (1, 2, 4, 8, 16)]
-    assert depths == sorted(depths, reverse=True)
-    assert depths[0] > depths[-1]
-    assert policy.threshold(1) < policy.threshold(8) == policy.threshold(16)
+def run_steps(
+    policy: AdaptiveSpeculation, batch_size: int, steps: int, cost: Callable[[int, int], float]
+) -> list[int]:
+    """Drive the policy as the engine does, with step seconds from ``cost(batch_size, K)``
+    (acceptance stays what ``rates`` says: nothing is verified here)."""
+    ks = []
+    for _ in range(steps):
+        k = policy.num_tokens(batch_size)
+        policy.observe_step(batch_size, k, cost(batch_size, k))
+        ks.append(k)
+    return ks
+
+
+def cpu_like(batch_size: int, k: int) -> float:
+    """A target whose verified rows cost more as the batch grows, and a cheap head."""
+    return 1.0 + 0.02 * k + 0.04 * batch_size * k
+
+
+RATES = [0.55, 0.55, 0.6, 0.6]  # the shipped head's acceptance by position, roughly
+
+
+def best_by_hand(rates: list[float], batch_size: int, cost: Callable[[int, int], float]) -> int:
+    expected, tokens = 1.0, [1.0]
+    for rate in rates:
+        expected *= rate
+        tokens.append(tokens[-1] + expected)
+    return max(range(len(tokens)), key=lambda k: tokens[k] / cost(batch_size, k))
+
+
+def test_policy_settles_on_the_k_with_the_most_tokens_per_second_at_each_batch_size() -> None:
+    policy = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
+    for batch_size in (1, 4, 8):
+        ks = run_steps(policy, batch_size, 64, cpu_like)
+        settled = policy.best(batch_size)
+        assert settled == best_by_hand(RATES, batch_size, cpu_like)
+        # Every step but the probes (one in probe_every) ran it, once the costs were measured.
+        assert ks[-32:].count(settled) >= 30
+    assert policy.best(1) > policy.best(8)  # drafts cost more in a bigger batch
+
+
+def test_the_same_head_drafts_deeper_where_verification_is_cheap() -> None:
+    """What a threshold cannot know: the best K depends on the machine, measured."""
+
+    def gpu_like(batch_size: int, k: int) -> float:
+        return 1.0 + 0.03 * k  # weight-bound: extra verified rows are nearly free
+
+    on_gpu = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
+    on_cpu = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
+    run_steps(on_gpu, 8, 64, gpu_like)
+    run_steps(on_cpu, 8, 64, cpu_like)
+    assert on_gpu.best(8) == 4
+    assert on_cpu.best(8) == best_by_hand(RATES, 8, cpu_like) < 4
+
+
+def test_a_batch_size_never_timed_borrows_the_nearest_costs() -> None:
+    policy = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
+    run_steps(policy, 8, 64, cpu_like)
+    assert policy.best(7) == policy.best(8)
+    assert batch_bucket(40) == batch_bucket(64) == 64 != batch_bucket(16) == 16
+
+
+def test_a_larger_batch_prices_a_draft_up_from_a_smaller_ones_line() -> None:
+    """Deep at batch 1 must not mean deep at the first steps of batch 4, where rows cost."""
+    policy = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
+    run_steps(policy, 1, 64, cpu_like)
+    share_at_1 = policy.draft_share(1)
+    assert share_at_1 == pytest.approx(0.06)  # cpu_like at batch 1: 0.02 + 0.04 per draft
+    assert policy.draft_share(4) == pytest.approx(4 * share_at_1)
+    assert policy.best(1) == best_by_hand(RATES, 1, cpu_like) == 4
+    assert policy.best(4) <= best_by_hand(RATES, 4, cpu_like) < 4
+
+
+def test_costs_come_off_a_line_through_the_measured_ones() -> None:
+    costs = StepCosts()
+    assert costs.estimate(0, prior_slope=0.1) is None
+    costs.observe(1, 1.2, weight=0.5)
+    assert costs.estimate(3, prior_slope=0.1) == pytest.approx(1.2 / 1.1 * 1.3)  # one point: prior slope
+    costs.observe(2, 1.4, weight=0.5)
+    assert costs.estimate(4, prior_slope=0.1) == pytest.approx(1.8)
+    assert costs.estimate(0, prior_slope=0.1) == pytest.approx(1.0)
+    costs.observe(2, 1.0, weight=0.5)  # EWMA: 1.4 -> 1.2, a noisy negative slope
+    line = costs.line(prior_slope=0.1)
+    assert line is not None
+    assert line[0] == pytest.approx(1.2)
+    assert line[1] == 0.0
+    # Flat: K = 1 and K = 2 cost the same as the line says, whatever their own EWMA.
+    assert costs.estimate(1, prior_slope=0.1) == costs.estimate(2, prior_slope=0.1)
+
+
+def test_a_k_not_run_for_a_while_leaves_the_fit() -> None:
+    costs = StepCosts(stale_after=4)
+    costs.observe(5, 9.0, weight=0.5)  # a slow first step, then the policy moved to K = 1..2
+    for _ in range(4):
+        costs.observe(1, 1.1, weight=0.5)
+        costs.observe(2, 1.2, weight=0.5)
+    assert sorted(costs.seconds) == [1, 2]
+    assert costs.estimate(5, prior_slope=0.1) == pytest.approx(1.5)
+    for _ in range(8):  # the two K run last stay, however long ago
+        costs.observe(2, 1.2, weight=0.5)
+    assert sorted(costs.seconds) == [1, 2]
+
+
+def test_a_head_that_is_never_right_stays_plain_even_when_drafting_steps_time_faster() -> None:
+    policy = AdaptiveSpeculation(max_tokens=4, probe_every=8, rates=[0.0] * 4)
+    ks = run_steps(policy, 1, 64, lambda batch_size, k: 1.0 - 0.05 * k)  # noise: K = 1 "faster"
+    assert ks == ([0] * 7 + [1]) * 8
 
 
 def test_rates_follow_observed_acceptance() -> None:
@@ -32,7 +138,7 @@ def test_rates_follow_observed_acceptance() -> None:
 
 def test_backed_off_policy_drafts_nothing_but_probes_one_step_in_probe_every() -> None:
     policy = AdaptiveSpeculation(max_tokens=4, probe_every=8, rates=[0.01] * 4)
-    ks = [policy.num_tokens(1) for _ in range(32)]
+    ks = run_steps(policy, 1, 32, cpu_like)
     assert ks == ([0] * 7 + [1]) * 4
     # A probe that is accepted again and again brings drafting back.
     for _ in range(100):
@@ -40,28 +146,83 @@ def test_backed_off_policy_drafts_nothing_but_probes_one_step_in_probe_every() -
     assert policy.num_tokens(1) >= 1
 
 
-def test_engine_drafts_deep_for_a_good_head_and_shallow_for_a_bad_one() -> None:
+def test_probes_alternate_one_more_and_one_fewer_draft() -> None:
+    policy = AdaptiveSpeculation(max_tokens=4, probe_every=4, rates=list(RATES))
+    run_steps(policy, 4, 64, cpu_like)
+    best = policy.best(4)
+    assert 0 < best < 4
+    ks = run_steps(policy, 4, 16, cpu_like)
+    assert sorted(ks[3::4]) == [best - 1, best - 1, best + 1, best + 1]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("max_tokens", 0), ("probe_every", 1), ("cost_decay", 0.0), ("prior_slope", -0.1)]
+)
+def test_bad_settings_are_refused_by_name(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=field):
+        AdaptiveSpeculation(**{field: value})  # type: ignore[arg-type]
+
+
+@dataclass
+class FormulaCosts:
+    """The real policy, told step costs from a formula instead of this machine's clock (which
+    a loaded test machine makes noisy); what the engine reported is kept in ``timed``."""
+
+    policy: AdaptiveSpeculation
+    cost: Callable[[int, int], float]
+    timed: list[tuple[int, int, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.max_tokens = self.policy.max_tokens
+
+    def num_tokens(self, batch_size: int) -> int:
+        return self.policy.num_tokens(batch_size)
+
+    def observe(self, proposed: int, accepted: int) -> None:
+        self.policy.observe(proposed, accepted)
+
+    def observe_step(self, batch_size: int, num_tokens: int, seconds: float) -> None:
+        self.timed.append((batch_size, num_tokens, seconds))
+        self.policy.observe_step(batch_size, num_tokens, self.cost(batch_size, num_tokens))
+
+
+def serve_alone(
+    head: Callable[[PreTrainedModel, list[int]], Eagle3DraftModel],
+    policy: SpeculationPolicy,
+    new_tokens: int,
+) -> tuple[float, int]:
+    """Serve PROMPT alone, greedy, output checked against plain decoding; (mean K, engine steps).
+    ``head`` gets the target and the whole expected sequence (what an oracle head needs)."""
     target = tiny_target("LlamaForCausalLM")
     target.generation_config.eos_token_id = None
-    expected = hf_greedy(target, PROMPT, 120)
-    good = AdaptiveSpeculation(max_tokens=5)
-    with ServingEngine(target, oracle_head(target, PROMPT + expected), speculation=good) as engine:
-        assert engine.generate(GenerationRequest(PROMPT, 120), timeout=60) == expected
-        deep = engine.metrics.mean_speculative_tokens
-    bad = AdaptiveSpeculation(max_tokens=5)
-    with ServingEngine(target, random_head(target), speculation=bad) as engine:
-        assert engine.generate(GenerationRequest(PROMPT, 120), timeout=60) == expected
-        shallow = engine.metrics.mean_speculative_tokens
-    assert deep > 4.5
-    assert shallow < 2.5
+    expected = hf_greedy(target, PROMPT, new_tokens)
+    with ServingEngine(target, head(target, PROMPT + expected), speculation=policy) as engine:
+        assert engine.generate(GenerationRequest(PROMPT, new_tokens), timeout=60) == expected
+        return engine.metrics.mean_speculative_tokens, int(engine.metrics.num_steps._value.get())
+
+
+def test_engine_drafts_deep_for_a_good_head_and_shallow_for_a_bad_one() -> None:
+    good = FormulaCosts(AdaptiveSpeculation(max_tokens=5), cpu_like)
+    deep, _ = serve_alone(oracle_head, good, 120)
+    bad = FormulaCosts(AdaptiveSpeculation(max_tokens=5), cpu_like)
+    shallow, _ = serve_alone(lambda target, _: random_head(target), bad, 120)
+    assert good.policy.best(1) == 5
+    assert deep > 4.0
+    assert bad.policy.best(1) == 0
+    assert shallow < 1.5
+
+
+def test_engine_times_every_decoding_step_and_no_prefill() -> None:
+    recorded = FormulaCosts(AdaptiveSpeculation(max_tokens=3), cpu_like)
+    _, steps = serve_alone(oracle_head, recorded, 40)
+    # The first step prefilled the prompt; every later one decoded and was timed.
+    assert len(recorded.timed) == steps - 1 > 5
+    assert all(batch == 1 and 0 <= k <= 3 and seconds > 0 for batch, k, seconds in recorded.timed)
+    assert max(k for _, k, _ in recorded.timed) == 3
 
 
 def test_engine_with_a_head_that_is_never_right_decodes_almost_plainly() -> None:
     """Adaptive K backs off to plain decoding when nothing is accepted (never slower)."""
-    target = tiny_target("LlamaForCausalLM")
-    target.generation_config.eos_token_id = None
-    expected = hf_greedy(target, PROMPT, 200)
     policy = AdaptiveSpeculation(max_tokens=5, prior=0.3, rates=[0.0] * 5, probe_every=16)
-    with ServingEngine(target, random_head(target), speculation=policy) as engine:
-        assert engine.generate(GenerationRequest(PROMPT, 200), timeout=60) == expected
-        assert engine.metrics.mean_speculative_tokens < 0.1
+    mean_k, _ = serve_alone(lambda target, _: random_head(target), policy, 200)
+    assert mean_k < 0.1
