@@ -21,7 +21,7 @@ from core.output_layout import BENCHMARK_CSV, BENCHMARK_JSON
 from servebench import BASELINE, BenchmarkConfiguration
 from servebench.guidellm_run import GuidellmError
 from servebench.serving_config import ServingBenchmarkConfig
-from servebench.serving_report import ServingReport
+from servebench.serving_report import ServingReport, ServingRow
 from servebench.serving_run import serving_benchmark
 from trainer.data.files import read_text
 from worker.artifacts import BenchmarkOutput, required
@@ -81,18 +81,27 @@ def _summary(report: ServingReport) -> str:
     and the levels a deadline left unmeasured."""
     trained = next((row for row in report.rows if row.configuration == TRAINED_HEAD), None)
     advice = report.recommendation
-    parts = [
-        "Trained EAGLE: no level measured"
-        if trained is None
-        else f"Trained EAGLE (adaptive K) at concurrency {trained.concurrency}: acceptance length "
-        f"{trained.mean_acceptance_length or 0:.2f}, {trained.output_throughput:.1f} tokens/s "
-        f"({trained.speedup_vs_no_eagle or 0:.2f}x No EAGLE)"
-    ]
+    parts = [_trained_summary(trained)]
     if advice is not None:
         parts.append(f"Recommended: {advice.summary}")
     if report.unmeasured:
         parts.append(f"Not measured (time limit): {', '.join(report.unmeasured)}")
     return ". ".join(parts)
+
+
+def _trained_summary(trained: ServingRow | None) -> str:
+    if trained is None:
+        return "Trained EAGLE: no level measured"
+    # Adaptive K decodes plainly where it measures drafting as a loss, and then has no acceptance.
+    acceptance = (
+        "drafted on no step (adaptive K measured drafting as a loss)"
+        if trained.mean_acceptance_length is None
+        else f"acceptance length {trained.mean_acceptance_length:.2f}"
+    )
+    return (
+        f"Trained EAGLE (adaptive K) at concurrency {trained.concurrency}: {acceptance}, "
+        f"{trained.output_throughput:.1f} tokens/s ({trained.speedup_vs_no_eagle or 0:.2f}x No EAGLE)"
+    )
 
 
 def _config(ctx: JobContext, work_dir: Path) -> tuple[ServingBenchmarkConfig, str]:
