@@ -1,7 +1,7 @@
 """Throughput of the batched serving engine on SmolLM2-135M-Instruct at concurrency 1/2/4/8.
 
     .venv/bin/python benchmarks/serving_throughput.py [--head DIR] [--k 3] \\
-        [--concurrency 1 2 4 8] [--requests 8] [--max-new-tokens 64] [--json out.json]
+        [--concurrency 1 2 4 8] [--requests 8] [--max-new-tokens 64] [--rounds 1] [--json out.json]
 
 Drives ``ServingEngine`` in-process (no HTTP), closed loop: ``c`` requests in flight,
 a new one submitted as soon as one finishes, until ``--requests`` per level have run.
@@ -33,6 +33,8 @@ from trainer.data import load_conversations
 MODEL_DIR = Path(".cache/models/smollm2-135m-instruct")
 DEFAULT_DATA = Path(".cache/data/chitchat.jsonl")
 MAX_PROMPT_TOKENS = 256
+# name, head directory, fixed K (None: adaptive or plain), adaptive
+Configuration = tuple[str, Path | None, int | None, bool]
 
 
 @dataclass
@@ -135,11 +137,20 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--requests", type=int, default=8, help="requests per concurrency level")
     parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the configurations this many times in turn (a drifting machine shows in each "
+        "round alike, and the ratios are read within a round)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
 
     prompts = load_prompts(args.head, args.data, limit=64)
-    configurations: list[tuple[str, Path | None, int | None, bool]] = [("plain", None, None, False)]
+    configurations: list[Configuration] = [("plain", None, None, False)]
     if args.head is not None:
         configurations += [
             (f"eagle K={args.k}", args.head, args.k, False),
@@ -147,19 +158,10 @@ def main() -> None:
         ]
     rows: list[Row] = []
     print(f"torch threads: {torch.get_num_threads()}")
-    for name, head, k, adaptive in configurations:
-        engine = load_engine(
-            MODEL_DIR, head, num_speculative_tokens=k, adaptive=adaptive, max_batch_size=max(args.concurrency)
-        )
-        with engine:
-            engine.generate(GenerationRequest(prompts[0], 8, ignore_eos=True))  # warm-up
-            for concurrency in args.concurrency:
-                row = run_level(
-                    engine, prompts, concurrency, max(args.requests, concurrency), args.max_new_tokens
-                )
-                row.configuration = name
-                rows.append(row)
-                print(_format(row), flush=True)
+    for round_index in range(args.rounds):
+        for name, head, k, adaptive in configurations:
+            label = name if args.rounds == 1 else f"{name} r{round_index + 1}"
+            rows += _measure(label, (name, head, k, adaptive), prompts, args)
     print()
     print(_header())
     for row in rows:
@@ -168,16 +170,37 @@ def main() -> None:
         args.json.write_text(json.dumps([asdict(row) for row in rows], indent=2) + "\n")
 
 
+def _measure(
+    label: str, configuration: Configuration, prompts: list[list[int]], args: argparse.Namespace
+) -> list[Row]:
+    """Every concurrency level of one configuration on a freshly loaded engine."""
+    _, head, k, adaptive = configuration
+    rows: list[Row] = []
+    engine = load_engine(
+        MODEL_DIR, head, num_speculative_tokens=k, adaptive=adaptive, max_batch_size=max(args.concurrency)
+    )
+    with engine:
+        engine.generate(GenerationRequest(prompts[0], 8, ignore_eos=True))  # warm-up
+        for concurrency in args.concurrency:
+            row = run_level(
+                engine, prompts, concurrency, max(args.requests, concurrency), args.max_new_tokens
+            )
+            row.configuration = label
+            rows.append(row)
+            print(_format(row), flush=True)
+    return rows
+
+
 def _header() -> str:
     return (
-        f"{'configuration':<16} {'conc':>4} {'out tok/s':>10} {'tok/s/req':>10} "
+        f"{'configuration':<19} {'conc':>4} {'out tok/s':>10} {'tok/s/req':>10} "
         f"{'TTFT ms':>8} {'ITL ms':>7} {'tau':>5} {'mean K':>6}"
     )
 
 
 def _format(row: Row) -> str:
     return (
-        f"{row.configuration:<16} {row.concurrency:>4} {row.output_tokens_per_second:>10.1f} "
+        f"{row.configuration:<19} {row.concurrency:>4} {row.output_tokens_per_second:>10.1f} "
         f"{row.tokens_per_second_per_request:>10.1f} {row.ttft_ms:>8.0f} {row.itl_ms:>7.1f} "
         f"{row.tau:>5.2f} {row.mean_k:>6.2f}"
     )

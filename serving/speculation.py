@@ -209,7 +209,7 @@ class AdaptiveSpeculation:
         best = self.best(batch_size)
         steps = self._steps.get(bucket, 0) + 1
         self._steps[bucket] = steps
-        if steps % self.probe_every:
+        if steps % self._probe_interval(bucket):
             return best
         probes = self._probes.get(bucket, 0)
         self._probes[bucket] = probes + 1
@@ -220,6 +220,15 @@ class AdaptiveSpeculation:
         if down == best:
             return up
         return up if probes % 2 == 0 else down
+
+    def _probe_interval(self, bucket: int) -> int:
+        """``probe_every``, but 4x as often while this batch size has no line of its own (fewer
+        than two K timed): until then its K is borrowed, and a short burst of requests at a new
+        batch size would otherwise run the borrowed K for most of its steps."""
+        costs = self._costs.get(bucket)
+        if costs is not None and costs.fitted() is not None:
+            return self.probe_every
+        return max(self.probe_every // 4, 2)
 
     def observe(self, proposed: int, accepted: int) -> None:
         # Positions 0..accepted were judged (accepted ones and the first rejection); later

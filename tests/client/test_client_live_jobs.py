@@ -295,8 +295,12 @@ def test_download_results_verifies_every_file_and_reads_the_benchmark_table(
     assert (tmp_path / "results" / "lineage.json").is_file()
 
     rows = benchmark_table(results)
-    assert {row["Configuration"] for row in rows} >= {"No EAGLE", "Trained EAGLE"}
-    trained = next(row for row in rows if row["Configuration"] == "Trained EAGLE")
+    assert {row["Configuration"] for row in rows} >= {"No EAGLE", "Trained EAGLE", "Trained EAGLE (K=3)"}
+    # The job's EAGLE_NUM_SPECULATIVE_TOKENS row always drafts; the adaptive row may judge
+    # drafting a loss on the tiny target and decode plainly, and then has no acceptance.
+    adaptive = next(row for row in rows if row["Configuration"] == "Trained EAGLE")
+    assert adaptive["Acceptance Length"] is None or adaptive["Acceptance Length"] >= 1
+    trained = next(row for row in rows if row["Configuration"] == "Trained EAGLE (K=3)")
     assert trained["Concurrency"] == 1
     assert trained["Acceptance Length"] is not None
     assert trained["Acceptance Length"] >= 1

@@ -88,6 +88,17 @@ def test_a_larger_batch_prices_a_draft_up_from_a_smaller_ones_line() -> None:
     assert policy.best(4) <= best_by_hand(RATES, 4, cpu_like) < 4
 
 
+def test_a_new_batch_size_probes_early_and_runs_its_own_best_k_within_a_few_steps() -> None:
+    """A short burst at a new batch size must not spend most of its steps on a borrowed K."""
+    policy = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
+    run_steps(policy, 1, 64, cpu_like)
+    ks = run_steps(policy, 4, 8, cpu_like)
+    # Step 4 probes a neighbour of the borrowed K (probe_every // 4), which gives batch 4 a line
+    # of its own; from then on it runs that line's best until the next probe, 16 steps on.
+    assert ks[3] != ks[2]
+    assert ks[4:] == [best_by_hand(RATES, 4, cpu_like)] * 4
+
+
 def test_costs_come_off_a_line_through_the_measured_ones() -> None:
     costs = StepCosts()
     assert costs.estimate(0, prior_slope=0.1) is None
@@ -121,7 +132,8 @@ def test_a_k_not_run_for_a_while_leaves_the_fit() -> None:
 def test_a_head_that_is_never_right_stays_plain_even_when_drafting_steps_time_faster() -> None:
     policy = AdaptiveSpeculation(max_tokens=4, probe_every=8, rates=[0.0] * 4)
     ks = run_steps(policy, 1, 64, lambda batch_size, k: 1.0 - 0.05 * k)  # noise: K = 1 "faster"
-    assert ks == ([0] * 7 + [1]) * 8
+    # The first probe comes early (step 2: no line yet), then one step in probe_every.
+    assert ks == [0, 1] + [0] * 5 + [1] + ([0] * 7 + [1]) * 7
 
 
 def test_rates_follow_observed_acceptance() -> None:
@@ -139,7 +151,7 @@ def test_rates_follow_observed_acceptance() -> None:
 def test_backed_off_policy_drafts_nothing_but_probes_one_step_in_probe_every() -> None:
     policy = AdaptiveSpeculation(max_tokens=4, probe_every=8, rates=[0.01] * 4)
     ks = run_steps(policy, 1, 32, cpu_like)
-    assert ks == ([0] * 7 + [1]) * 4
+    assert ks == [0, 1] + [0] * 5 + [1] + ([0] * 7 + [1]) * 3
     # A probe that is accepted again and again brings drafting back.
     for _ in range(100):
         policy.observe(proposed=1, accepted=1)

@@ -85,9 +85,21 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     """The target's replies to ``conversations`` (and to its own prompts with self-instruct,
     none of them one of the ``answered`` origins that earlier runs distilled)."""
     by_source = origins_of(conversations)
+    # How far each stage got (its latest progress report). A budget ends a stage only once it
+    # has made something: a budget too small for one batch on a slow or loaded machine still
+    # writes and answers the first batch, rather than leaving training no sample at all.
+    # should_stop() (a stop the user asked for) ends a stage at once, whatever it has made.
+    done: dict[Stage, int] = {}
+
+    def tracked(stage: Stage, count: int, total: int) -> None:
+        done[stage] = count
+        report(stage, count, total)
+
+    def over(stage: Stage, until: float | None) -> bool:
+        return until is not None and clock() >= until and done.get(stage, 0) > 0
 
     def stop_regenerating() -> bool:
-        return should_stop() or (deadline is not None and clock() >= deadline)
+        return should_stop() or over("regenerating", deadline)
 
     generator = generation_copy(target, bf16=bf16)
     stats.regeneration_mode = sampling_mode(config.regenerate_temperature, config.regenerate_top_p)
@@ -96,13 +108,13 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
         write_until = None if deadline is None else started + PROMPT_WRITING_SHARE * (deadline - started)
 
         def stop_writing() -> bool:
-            return stop_regenerating() or (write_until is not None and clock() >= write_until)
+            return should_stop() or over("writing_prompts", write_until)
 
         conversations = with_self_instruct(
-            config, generator, tokenizer, conversations, stats, report, stop_writing, answered
+            config, generator, tokenizer, conversations, stats, tracked, stop_writing, answered
         )
     # Said now: the first batch's progress comes only once it is generated, a minute or more.
-    report("regenerating", 0, len(conversations))
+    tracked("regenerating", 0, len(conversations))
     # Chunks of eight batches, in the shuffled order: a budget-limited run draws evenly from
     # the whole data set, and prompts are measured (rendered, tokenised) only as needed.
     chunks = distil_chunks(
@@ -111,7 +123,7 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
         tokenizer,
         conversations,
         first_chunk=0,
-        progress=lambda done: report("regenerating", done, len(conversations)),
+        progress=lambda count: tracked("regenerating", count, len(conversations)),
         should_stop=stop_regenerating,
         feature_layers=feature_layers,
     )

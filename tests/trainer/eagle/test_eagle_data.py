@@ -148,7 +148,8 @@ def test_regeneration_runs_in_chunks_and_stops_between_them(
     assert data.stats.regeneration_mode == "greedy"
     assert data.stats.regenerated_tokens > 0
 
-    # A deadline already passed: nothing is regenerated, and the stats say why.
+    # A deadline already passed (a budget too small for one batch): the first reply is still
+    # written, so training has a sample, and the stats say regeneration was cut short.
     late = prepare_data(
         config,
         target,
@@ -157,9 +158,22 @@ def test_regeneration_runs_in_chunks_and_stops_between_them(
         should_stop=lambda: False,
         regenerate_deadline=0.0,
     )
-    assert late.stats.regenerated_conversations == 0
+    assert 1 <= late.stats.regenerated_conversations < 12
     assert late.stats.regeneration_stopped
-    assert late.train == []
+    assert late.train
+
+    # A stop the user asked for ends regeneration at once, first batch or not.
+    stopped = prepare_data(
+        config,
+        target,
+        build_tiny_tokenizer(),
+        report=lambda *_: None,
+        should_stop=lambda: True,
+        regenerate_deadline=None,
+    )
+    assert stopped.stats.regenerated_conversations == 0
+    assert stopped.stats.regeneration_stopped
+    assert stopped.train == []
 
 
 def test_fingerprint_follows_contents_not_paths(chat_data: Path, tmp_path: Path) -> None:

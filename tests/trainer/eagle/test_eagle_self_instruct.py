@@ -195,13 +195,14 @@ def test_writing_prompts_takes_at_most_a_third_of_the_distillation_budget(
     written: list[Conversation] = []
 
     def one_second_a_batch(
-        *args: object, should_stop: Callable[[], bool], **kwargs: object
+        *args: object, should_stop: Callable[[], bool], progress: Callable[[int], None], **kwargs: object
     ) -> SelfInstructResult:
         while len(written) < 50 and not should_stop():
             now[0] += 1.0
             written.append(
                 Conversation([Message("user", f"Name a prime above {len(written)}.")], source=SOURCE)
             )
+            progress(len(written))
         return SelfInstructResult(conversations=list(written), generated=len(written))
 
     monkeypatch.setattr("trainer.eagle.data.synthesize_prompts", one_second_a_batch)
