@@ -1,7 +1,8 @@
 """Throughput of the batched serving engine on SmolLM2-135M-Instruct at concurrency 1/2/4/8.
 
     .venv/bin/python benchmarks/serving_throughput.py [--head DIR] [--k 3] \\
-        [--concurrency 1 2 4 8] [--requests 8] [--max-new-tokens 64] [--rounds 1] [--json out.json]
+        [--concurrency 1 2 4 8] [--requests 8] [--max-new-tokens 64] [--rounds 1] [--step-costs] \\
+        [--json out.json]
 
 Drives ``ServingEngine`` in-process (no HTTP), closed loop: ``c`` requests in flight,
 a new one submitted as soon as one finishes, until ``--requests`` per level have run.
@@ -20,13 +21,14 @@ import json
 import queue
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer
 
 from serving import GenerationRequest, RequestHandle, ServingEngine, TokenEvent, load_engine
+from serving.speculation import SpeculationPolicy
 from speculative.evaluation import chat_prompts
 from trainer.data import load_conversations
 
@@ -48,6 +50,32 @@ class Row:
     itl_ms: float
     tau: float
     mean_k: float
+    # Mean wall ms of a decoding step, by the K it drafted (the engine's own timing).
+    step_ms_by_k: dict[int, float] = field(default_factory=dict)
+
+
+class StepLog:
+    """The engine's speculation policy, passed through, keeping each timed step's (K, seconds)."""
+
+    def __init__(self, inner: SpeculationPolicy) -> None:
+        self.inner, self.max_tokens = inner, inner.max_tokens
+        self.steps: list[tuple[int, float]] = []
+
+    def num_tokens(self, batch_size: int) -> int:
+        return self.inner.num_tokens(batch_size)
+
+    def observe(self, proposed: int, accepted: int) -> None:
+        self.inner.observe(proposed, accepted)
+
+    def observe_step(self, batch_size: int, num_tokens: int, seconds: float) -> None:
+        self.steps.append((num_tokens, seconds))
+        self.inner.observe_step(batch_size, num_tokens, seconds)
+
+    def mean_ms_by_k(self, since: int) -> dict[int, float]:
+        by_k: dict[int, list[float]] = {}
+        for k, seconds in self.steps[since:]:
+            by_k.setdefault(k, []).append(seconds)
+        return {k: 1000 * statistics.mean(times) for k, times in sorted(by_k.items())}
 
 
 class _Timing:
@@ -80,6 +108,8 @@ def run_level(engine: ServingEngine, prompts: list[list[int]], concurrency: int,
         timings[handle.id] = timing
         handles.append(handle)
 
+    log = engine.speculation if isinstance(engine.speculation, StepLog) else None
+    logged_before = len(log.steps) if log is not None else 0
     steps_before = engine.metrics.num_steps._value.get()
     k_before = engine.metrics.speculative_tokens._value.get()
     started = time.perf_counter()
@@ -110,6 +140,7 @@ def run_level(engine: ServingEngine, prompts: list[list[int]], concurrency: int,
         itl_ms=1000 * statistics.mean(itl),
         tau=(sum(accepted) + len(accepted)) / len(accepted) if accepted else 0.0,
         mean_k=k_sum / steps if steps else 0.0,
+        step_ms_by_k=log.mean_ms_by_k(logged_before) if log is not None else {},
     )
 
 
@@ -143,6 +174,9 @@ def main() -> None:
         default=1,
         help="run the configurations this many times in turn (a drifting machine shows in each "
         "round alike, and the ratios are read within a round)",
+    )
+    parser.add_argument(
+        "--step-costs", action="store_true", help="also print each level's mean decoding-step ms by K"
     )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -179,6 +213,7 @@ def _measure(
     engine = load_engine(
         MODEL_DIR, head, num_speculative_tokens=k, adaptive=adaptive, max_batch_size=max(args.concurrency)
     )
+    engine.speculation = StepLog(engine.speculation)
     with engine:
         engine.generate(GenerationRequest(prompts[0], 8, ignore_eos=True))  # warm-up
         for concurrency in args.concurrency:
@@ -188,7 +223,14 @@ def _measure(
             row.configuration = label
             rows.append(row)
             print(_format(row), flush=True)
+            if args.step_costs:
+                print(_format_step_costs(row), flush=True)
     return rows
+
+
+def _format_step_costs(row: Row) -> str:
+    costs = ", ".join(f"K={k} {ms:.1f}" for k, ms in row.step_ms_by_k.items())
+    return f"    step ms by K: {costs or 'no decoding step timed'}"
 
 
 def _header() -> str:
