@@ -1,8 +1,8 @@
-"""A serving benchmark row with plausible guidellm numbers, for report and recommendation tests."""
+"""A serving benchmark row and report with plausible guidellm numbers, for report and recommendation tests."""
 
 from __future__ import annotations
 
-from servebench.serving_report import ServingRow
+from servebench.serving_report import ServingReport, ServingRow
 
 
 def serving_row(configuration: str, concurrency: int, head: str | None, **overrides: object) -> ServingRow:
@@ -22,3 +22,19 @@ def serving_row(configuration: str, concurrency: int, head: str | None, **overri
         "prompt_tokens_mean": 120.0,
     }
     return ServingRow.model_validate(fields | overrides)
+
+
+def serving_report(rows: list[ServingRow], **overrides: object) -> ServingReport:
+    fields: dict[str, object] = {
+        "engine": "eaglenest",
+        "model_dir": "/models/smol",
+        "load_generator": "guidellm 0.8.1",
+        "concurrency_levels": sorted({row.concurrency for row in rows}),
+        "requests_per_level": 4,
+        "max_tokens": 96,
+        "prompts": 4,
+        "prompt_source": ["heldout.jsonl"],
+        "seconds": 10.0,
+        "rows": rows,
+    }
+    return ServingReport.model_validate(fields | overrides)

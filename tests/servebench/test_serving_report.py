@@ -6,23 +6,14 @@ import csv
 import io
 
 from servebench.serving_report import ServingReport
-from tests.servebench.serving_rows import serving_row
+from tests.servebench.serving_rows import serving_report, serving_row
 
 _row = serving_row
 
 
 def _report() -> ServingReport:
-    return ServingReport(
-        engine="eaglenest",
-        model_dir="/models/smol",
-        load_generator="guidellm 0.8.1",
-        concurrency_levels=[1],
-        requests_per_level=4,
-        max_tokens=96,
-        prompts=4,
-        prompt_source=["heldout.jsonl"],
-        seconds=10.0,
-        rows=[
+    return serving_report(
+        [
             _row("No EAGLE", 1, None, speedup_vs_no_eagle=1.0),
             _row(
                 "Trained EAGLE",
@@ -35,7 +26,7 @@ def _report() -> ServingReport:
                 mean_draft_tokens=3.5,
                 speedup_vs_no_eagle=2.0,
             ),
-        ],
+        ]
     )
 
 

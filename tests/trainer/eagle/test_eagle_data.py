@@ -14,7 +14,7 @@ from trainer.data.schema import Conversation, Message
 from trainer.eagle.continuation import fixed_opening
 from trainer.eagle.data import HELDOUT_FILE, prepare_data
 from trainer.eagle.distillation import regeneration_order
-from trainer.eagle.prepared import data_fingerprint, load_prepared, save_prepared
+from trainer.eagle.prepared import PreparedData, data_fingerprint, load_prepared, save_prepared
 from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
 
 
@@ -148,29 +148,25 @@ def test_regeneration_runs_in_chunks_and_stops_between_them(
     assert data.stats.regeneration_mode == "greedy"
     assert data.stats.regenerated_tokens > 0
 
+    def prepared_with(*, stop: bool, deadline: float | None) -> PreparedData:
+        return prepare_data(
+            config,
+            target,
+            build_tiny_tokenizer(),
+            report=lambda *_: None,
+            should_stop=lambda: stop,
+            regenerate_deadline=deadline,
+        )
+
     # A deadline already passed (a budget too small for one batch): the first reply is still
     # written, so training has a sample, and the stats say regeneration was cut short.
-    late = prepare_data(
-        config,
-        target,
-        build_tiny_tokenizer(),
-        report=lambda *_: None,
-        should_stop=lambda: False,
-        regenerate_deadline=0.0,
-    )
+    late = prepared_with(stop=False, deadline=0.0)
     assert 1 <= late.stats.regenerated_conversations < 12
     assert late.stats.regeneration_stopped
     assert late.train
 
     # A stop the user asked for ends regeneration at once, first batch or not.
-    stopped = prepare_data(
-        config,
-        target,
-        build_tiny_tokenizer(),
-        report=lambda *_: None,
-        should_stop=lambda: True,
-        regenerate_deadline=None,
-    )
+    stopped = prepared_with(stop=True, deadline=None)
     assert stopped.stats.regenerated_conversations == 0
     assert stopped.stats.regeneration_stopped
     assert stopped.train == []
