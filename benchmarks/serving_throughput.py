@@ -193,9 +193,9 @@ def main() -> None:
     rows: list[Row] = []
     print(f"torch threads: {torch.get_num_threads()}")
     for round_index in range(args.rounds):
-        for name, head, k, adaptive in configurations:
-            label = name if args.rounds == 1 else f"{name} r{round_index + 1}"
-            rows += _measure(label, (name, head, k, adaptive), prompts, args)
+        for configuration in configurations:
+            label = configuration[0] if args.rounds == 1 else f"{configuration[0]} r{round_index + 1}"
+            rows += _measure(label, configuration, prompts, args)
     print()
     print(_header())
     for row in rows:
