@@ -42,10 +42,15 @@ def probabilities(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     """
     if params.greedy:
         raise ValueError("greedy decoding (temperature 0) has no sampling distribution")
-    probs = torch.softmax(logits.float() / params.temperature, dim=-1)
+    probs = _tempered(logits, params)
     if params.top_p < 1.0:
         probs = _top_p_filter(probs, params.top_p)
     return probs
+
+
+def _tempered(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Softmax of ``logits / temperature`` in float32, before any top-p cut."""
+    return torch.softmax(logits.float() / params.temperature, dim=-1)
 
 
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -110,7 +115,7 @@ def sample_tokens(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     if params.top_p == 1.0 or logits.device.type != "cpu":
         return torch.multinomial(probabilities(logits, params), num_samples=1).squeeze(-1)
     # On a CPU, drawn among each row's candidates: a draw over whole rows costs a third of a step.
-    probs = torch.softmax(logits.float() / params.temperature, dim=-1)
+    probs = _tempered(logits, params)
     tokens = torch.empty(probs.shape[0], dtype=torch.long, device=probs.device)
     for index, ids, nucleus in _nuclei(probs, params.top_p):
         drawn = ids.gather(-1, torch.multinomial(nucleus, num_samples=1)).squeeze(-1)
