@@ -40,6 +40,7 @@ from transformers import PreTrainedModel
 
 from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.drafting.draft import Proposal
+from engine.heads.draft_precision import draft_dtype
 from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
 from engine.sampling import probabilities
@@ -101,7 +102,8 @@ class ServingEngine:
         self.head: Eagle3DraftModel | None = None
         if head is not None:
             _check_head_fits(head, target, self.vocab_size)
-            self.head = head.to(device=self.device, dtype=target.dtype).eval()
+            # In the target's dtype, or bfloat16 beside a float32 target on a CPU that has it.
+            self.head = head.to(device=self.device, dtype=draft_dtype(target.dtype, self.device)).eval()
         self.speculation: SpeculationPolicy = speculation or (
             AdaptiveSpeculation() if head is not None else FixedSpeculation(0)
         )

@@ -29,6 +29,7 @@ from engine.capture import check_aux_layer_ids, decoder_layers
 from engine.drafting.batch_draft import SlotDrafter
 from engine.drafting.draft import Drafter
 from engine.drafting.tree_draft import TreeShape, propose_tree
+from engine.heads.draft_precision import draft_dtype
 from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
 from engine.sampling import SamplingParams, probabilities, sample
@@ -46,11 +47,13 @@ Runner = TargetRunner | SlotTargetRunner
 class SpeculativeDecoder:
     """Decodes one sequence at a time with ``target`` and, if given, an EAGLE-3 ``head``.
 
-    The head is moved to the target's device and dtype (a float32 head next to a bfloat16
-    target would spend its time converting). ``eos_token_ids`` defaults to the target's
-    generation config. ``pack_weights`` (default: on a CPU with oneDNN) swaps the linear
-    layers of target and head in place for oneDNN-packed ones (see ``packed_linear``);
-    the models are then for inference only.
+    The head is moved to the target's device, in the target's dtype (a float32 head next to a
+    bfloat16 target would spend its time converting) except beside a float32 target on a CPU
+    with native bfloat16, where it drafts in bfloat16 (``engine.heads.draft_precision``);
+    ``head_dtype`` chooses another.
+    ``eos_token_ids`` defaults to the target's generation config. ``pack_weights`` (default:
+    on a CPU with oneDNN) swaps the linear layers of target and head in place for
+    oneDNN-packed ones (see ``packed_linear``); the models are then for inference only.
     """
 
     def __init__(
@@ -62,6 +65,7 @@ class SpeculativeDecoder:
         eos_token_ids: Iterable[int] | None = None,
         pack_weights: bool | None = None,
         slot_pool: bool | None = None,
+        head_dtype: torch.dtype | None = None,
     ) -> None:
         if num_speculative_tokens < 1:
             raise ValueError(f"num_speculative_tokens must be at least 1, got {num_speculative_tokens}")
@@ -80,7 +84,8 @@ class SpeculativeDecoder:
         slots = slot_runner_wanted(target, slot_pool)
         if head is not None:
             _check_head_fits(head, target, self.vocab_size)
-            self.head = head.to(device=self.device, dtype=target.dtype).eval()
+            dtype = head_dtype or draft_dtype(target.dtype, self.device)
+            self.head = head.to(device=self.device, dtype=dtype).eval()
             self._drafter = (SlotDrafter if slots else Drafter)(self.head, self.vocab_size)
             aux_layer_ids = head.config.aux_layer_ids
         if pack_weights if pack_weights is not None else packing_available(self.device):
@@ -91,6 +96,11 @@ class SpeculativeDecoder:
             SlotTargetRunner(target, aux_layer_ids) if slots else TargetRunner(target, aux_layer_ids)
         )
         self._tree_fallback_logged = False
+
+    @property
+    def head_dtype(self) -> torch.dtype | None:
+        """The dtype the head drafts in (None without a head)."""
+        return None if self.head is None else self.head.lm_head.weight.dtype
 
     def generate(
         self,

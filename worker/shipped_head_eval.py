@@ -51,6 +51,7 @@ _MEASURED_KEYS = (
     "max_new_tokens",
     "threads",
     "dtype",
+    "draft_dtype",
     "device",
 )
 
@@ -68,7 +69,7 @@ def evaluate_head(model_dir: Path, head_dir: Path, work_dir: Path, settings: Eva
     """τ, speedup and acceptance of the head in ``head_dir`` on chit-chat openers, measured now,
     with the machine it was measured on."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    prompts = _openers(work_dir, settings.prompts)
+    prompts = openers(work_dir, settings.prompts)
     report = work_dir / "eval.json"
     report.unlink(missing_ok=True)
     command = [
@@ -156,14 +157,16 @@ def summary_line(evaluation: dict[str, Any]) -> str:
     )
 
 
-def _openers(work_dir: Path, count: int) -> Path:
-    openers = [
+def openers(work_dir: Path, count: int) -> Path:
+    """The first user turn of the first ``count`` chit-chat conversations, as a JSONL file in
+    ``work_dir``: prompts unlike any training data (the shipped head's evaluation protocol)."""
+    first_turns = [
         Conversation(messages=[conversation.messages[0]], source=conversation.source)
         for conversation in load_builtin(EVAL_DATASET)
         if conversation.messages and conversation.messages[0].role == "user"
     ][:count]
     path = work_dir / f"eval-{EVAL_DATASET}-openers.jsonl"
-    write_conversations_jsonl(openers, path)
+    write_conversations_jsonl(first_turns, path)
     return path
 
 

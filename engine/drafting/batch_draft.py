@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.drafting.chain_graphs import chain_graphs_for, chain_step, greedy_chain
-from engine.drafting.draft import Proposal, choose_draft, draft_to_target_table, to_target
+from engine.drafting.draft import Proposal, choose_draft, draft_to_target_table, in_head_dtype, to_target
 from engine.heads.draft_slots import DraftSlots
 from engine.heads.model import Eagle3DraftModel
 from engine.heads.peagle import PEagleDraftModel
@@ -231,7 +231,7 @@ class BatchDrafter:
         ) = int_tables_to(self.slots.device, new_ids, *entries, *masks, grid, slots, newest, layout.extra)
         positions, rows = cells.view(batch, width), rows.view(batch, 1)
 
-        features = torch.cat([request.aux_hidden_states for request in requests])
+        features = in_head_dtype(self.head, torch.cat([request.aux_hidden_states for request in requests]))
         fused = self.head.fuse(features)  # [N, H] for the entries built from features
         hidden = fused.new_zeros(batch, width, fused.shape[-1])
         hidden[entry_rows, entry_columns] = fused
@@ -257,7 +257,8 @@ class BatchDrafter:
     ) -> torch.Tensor:
         """Chain step ``step``'s draft of every row [B] (target ids): greedy rows on the device
         in one op; each sampled row drawing from its own generator while it still drafts."""
-        tokens = to_target(self.draft_to_target, logits.argmax(-1))
+        # float32: a bfloat16 argmax on a CPU costs ~8x as much, for the same choice.
+        tokens = to_target(self.draft_to_target, logits.float().argmax(-1))
         sampled = [
             row
             for row, request in enumerate(requests)

@@ -49,7 +49,7 @@ def greedy_chain(  # noqa: PLR0917 - the chain's state, each a tensor the graph 
     for _ in range(steps):
         positions = positions + 1
         prenorm, logits = chain_step(head, slots, tokens, prenorm, rows, positions, key_length)
-        tokens = to_target(draft_to_target, logits.argmax(-1))
+        tokens = to_target(draft_to_target, logits.float().argmax(-1))
         drafts.append(tokens)
     return torch.stack(drafts, dim=1)
 

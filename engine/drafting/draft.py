@@ -119,9 +119,10 @@ class Drafter:
         cache = self._require_cache()
         new = int(next_token_ids.shape[0])
         committed = cache.length + new
-        mask_ids, mask_hidden = head.mask_inputs(num_tokens - 1, dtype=aux_hidden_states.dtype)
+        features = in_head_dtype(head, aux_hidden_states)
+        mask_ids, mask_hidden = head.mask_inputs(num_tokens - 1, dtype=features.dtype)
         ids = torch.cat([next_token_ids, mask_ids.to(next_token_ids.device)]).unsqueeze(0)
-        hidden = torch.cat([head.fuse(aux_hidden_states), mask_hidden]).unsqueeze(0)
+        hidden = torch.cat([head.fuse(features), mask_hidden]).unsqueeze(0)
         positions = torch.arange(cache.length, committed + num_tokens - 1, device=next_token_ids.device)
         prenorm = head(ids, hidden, positions.unsqueeze(0), cache)[0, new - 1 :]
         cache.crop(committed)
@@ -142,7 +143,7 @@ class Drafter:
         cache = self._require_cache()
         committed = cache.length + next_token_ids.shape[0]
         positions = torch.arange(cache.length, committed, device=next_token_ids.device).unsqueeze(0)
-        hidden = self.head.fuse(aux_hidden_states.unsqueeze(0))
+        hidden = self.head.fuse(in_head_dtype(self.head, aux_hidden_states).unsqueeze(0))
         prenorm = self.head(next_token_ids.unsqueeze(0), hidden, positions, cache)[:, -1:]
         return prenorm, committed
 
@@ -181,7 +182,7 @@ def choose_draft(  # noqa: PLR0917 - a draft row, its vocabulary and how to samp
     """The draft token of one row of draft ``logits`` as a 0-d target id; appends its
     distribution over the target vocabulary (0 outside the draft vocabulary) when sampling."""
     if params.greedy:
-        return to_target(draft_to_target, logits.argmax())
+        return to_target(draft_to_target, logits.float().argmax())
     if generator is None:
         raise ValueError("sampled drafting needs a generator")
     probs = probabilities(logits, params)
@@ -190,6 +191,12 @@ def choose_draft(  # noqa: PLR0917 - a draft row, its vocabulary and how to samp
     full[draft_to_target] = probs
     token_probs.append(full)
     return to_target(draft_to_target, draft_id)
+
+
+def in_head_dtype(head: Eagle3DraftModel, features: torch.Tensor) -> torch.Tensor:
+    """The target's ``features`` in the dtype ``head`` drafts in, which may differ from the
+    target's (``engine.heads.draft_precision``)."""
+    return features.to(head.lm_head.weight.dtype)
 
 
 def to_target(draft_to_target: torch.Tensor, draft_ids: torch.Tensor) -> torch.Tensor:

@@ -32,6 +32,7 @@ from transformers.models.llama.modeling_llama import (
 
 from engine.heads.config import Eagle3HeadConfig
 from engine.heads.draft_slots import HeadSlotStep
+from engine.kv_pool import pool_dtype
 
 # (queries, new keys, new values) -> attention output; keys/values are not yet GQA-expanded.
 AttendFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -139,7 +140,9 @@ class Eagle3Attention(nn.Module):
 
         def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             past = cache.length
-            keys, values = cache.append(k, v)
+            # A bfloat16 head on a CPU keeps float32 keys: the attention kernel is faster there.
+            dtype = pool_dtype(k)
+            keys, values = cache.append(k.to(dtype), v.to(dtype))
             groups = self.num_heads // self.num_kv_heads
             keys, values = _expand_kv(keys, groups), _expand_kv(values, groups)
             mask = attention_mask
@@ -147,7 +150,8 @@ class Eagle3Attention(nn.Module):
                 new = q.shape[2]
                 rows = torch.arange(new, device=q.device)[:, None] + past
                 mask = torch.arange(past + new, device=q.device)[None, :] <= rows
-            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale)
+            out = F.scaled_dot_product_attention(q.to(dtype), keys, values, attn_mask=mask, scale=self.scale)
+            return out.to(q.dtype)
 
         return attend
 
