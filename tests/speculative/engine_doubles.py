@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import torch
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from engine.drafting.replay import ReplayHead
 from engine.heads.config import DraftVariant, Eagle3HeadConfig
@@ -110,6 +110,18 @@ def tiny_target(architecture: str, *, vocab_size: int = TINY_VOCAB, seed: int = 
     with torch.no_grad():
         norm.copy_(3.0 * torch.randn(norm.shape, generator=generator))
     return target
+
+
+def chat_prompts(tokenizer: PreTrainedTokenizerBase, questions: list[str]) -> list[list[int]]:
+    """Each question as a one-turn chat with the generation prompt, in token ids."""
+    return [
+        list(
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=True
+            )["input_ids"]
+        )
+        for question in questions
+    ]
 
 
 def hf_greedy(target: PreTrainedModel, prompt: list[int], max_new_tokens: int) -> list[int]:
