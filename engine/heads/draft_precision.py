@@ -3,9 +3,10 @@
 A float32 target's head drafts in bfloat16 on a CPU with native bfloat16 instructions
 (AVX512-BF16 or AMX). Each draft step reads all of the head's weights, and the target's
 forward in between evicts them from the caches, so a step streams them from memory; bfloat16
-halves those bytes. On a 2-core AVX512-BF16 EPYC a SmolLM2 head's step (one decoder layer
-and an 8,192-token lm_head over oneDNN-packed weights, 100 cached positions) took 0.87 ms
-against 1.74 ms in float32 (`benchmarks/draft_precision.py` measures it on any machine).
+halves those bytes. On a 2-core AVX512-BF16 EPYC a SmolLM2 head's step alone (one decoder
+layer and an 8,192-token lm_head over oneDNN-packed weights, 100 cached positions) took 0.87 ms
+against 1.74 ms in float32, and a K=3 round inside decoding 4.1-4.3 ms against 5.6-5.7
+(`benchmarks/draft_precision.py` measures the latter on any machine).
 
 What the head computes only decides which tokens are proposed: the target verifies every
 one, so outputs stay exactly what plain decoding gives. Its keys and values stay float32
