@@ -85,12 +85,13 @@ def run_eval(args: argparse.Namespace) -> int:
     head = load_head(head_dir, target)
     decoder = SpeculativeDecoder(target, head, num_speculative_tokens=args.k)
     drafting = f"K={args.k}" if tree is None else f"tree {tree}"
+    draft_dtype = str(decoder.head_dtype).removeprefix("torch.")
     logger.info(
         "evaluating %d prompts, %s, %d new tokens each, the head drafting in %s",
         len(prompts),
         drafting,
         args.max_new_tokens,
-        str(decoder.head_dtype).removeprefix("torch."),
+        draft_dtype,
     )
     ks, trees = ([args.k], []) if tree is None else ([], [tree])
     (report,) = compare(decoder, prompts, ks=ks, trees=trees, max_new_tokens=args.max_new_tokens)
@@ -101,7 +102,7 @@ def run_eval(args: argparse.Namespace) -> int:
         payload = {
             **report.to_json(),
             "dtype": str(dtype).removeprefix("torch."),
-            "draft_dtype": str(decoder.head_dtype).removeprefix("torch."),
+            "draft_dtype": draft_dtype,
             "device": str(device),
             "threads": torch.get_num_threads(),
         }
