@@ -100,7 +100,7 @@ class SpeculativeDecoder:
     @property
     def head_dtype(self) -> torch.dtype | None:
         """The dtype the head drafts in (None without a head)."""
-        return None if self.head is None else self.head.lm_head.weight.dtype
+        return None if self.head is None else self.head.dtype
 
     def generate(
         self,

@@ -196,7 +196,7 @@ def choose_draft(  # noqa: PLR0917 - a draft row, its vocabulary and how to samp
 def in_head_dtype(head: Eagle3DraftModel, features: torch.Tensor) -> torch.Tensor:
     """The target's ``features`` in the dtype ``head`` drafts in, which may differ from the
     target's (``engine.heads.draft_precision``)."""
-    return features.to(head.lm_head.weight.dtype)
+    return features.to(head.dtype)
 
 
 def to_target(draft_to_target: torch.Tensor, draft_ids: torch.Tensor) -> torch.Tensor:

@@ -243,6 +243,12 @@ class Eagle3DraftModel(nn.Module):
         self.midlayer: nn.Module = Eagle3DecoderLayer(config)
         self.norm: nn.Module = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the head computes in: its weights' (engine.heads.draft_precision may cast a
+        head away from its target's dtype)."""
+        return self.lm_head.weight.dtype
+
     def _attention(self) -> Eagle3Attention:
         attention = self.midlayer.self_attn
         assert isinstance(attention, Eagle3Attention)

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from tests.fixtures.torch_threads import cores_per_test_process
-from tests.speculative.engine_doubles import chat_prompts, hf_greedy, random_head
+from tests.speculative.engine_doubles import hf_greedy, one_turn_chats, random_head
 
 pytestmark = pytest.mark.slow
 QUESTIONS = [
@@ -28,7 +28,7 @@ def _this_process_cores() -> None:
 
 def test_concurrent_chats_equal_hf_generate(smollm2_dir: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
-    prompts = chat_prompts(tokenizer, QUESTIONS)
+    prompts = one_turn_chats(tokenizer, QUESTIONS)
     target = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
     # Speculative first: the engine packs the weights in place, and HF generate on the packed model
     # runs the same kernels as batch-1 decoding does.

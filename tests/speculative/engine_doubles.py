@@ -112,7 +112,7 @@ def tiny_target(architecture: str, *, vocab_size: int = TINY_VOCAB, seed: int = 
     return target
 
 
-def chat_prompts(tokenizer: PreTrainedTokenizerBase, questions: list[str]) -> list[list[int]]:
+def one_turn_chats(tokenizer: PreTrainedTokenizerBase, questions: list[str]) -> list[list[int]]:
     """Each question as a one-turn chat with the generation prompt, in token ids."""
     return [
         list(

@@ -15,7 +15,7 @@ from engine.heads.draft_precision import draft_dtype
 from engine.heads.export import load_head
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from speculative import SpeculativeDecoder
-from tests.speculative.engine_doubles import chat_prompts, hf_greedy, oracle_head, random_head, tiny_target
+from tests.speculative.engine_doubles import hf_greedy, one_turn_chats, oracle_head, random_head, tiny_target
 
 CPU = torch.device("cpu")
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14]
@@ -80,7 +80,7 @@ def test_the_shipped_head_drafts_as_well_in_bfloat16(smollm2_dir: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
     target = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
     questions = ["Hi! How was your weekend?", "What should I cook for dinner tonight?"]
-    prompts = chat_prompts(tokenizer, questions)
+    prompts = one_turn_chats(tokenizer, questions)
     taus = {}
     for dtype in (torch.float32, torch.bfloat16):
         decoder = SpeculativeDecoder(

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from speculative import SpeculativeDecoder
 from tests.fixtures.torch_threads import cores_per_test_process
-from tests.speculative.engine_doubles import chat_prompts, hf_greedy, oracle_head, random_head
+from tests.speculative.engine_doubles import hf_greedy, one_turn_chats, oracle_head, random_head
 
 pytestmark = pytest.mark.slow
 NEW_TOKENS = 32
@@ -24,7 +24,7 @@ QUESTIONS = [
 def smollm2(smollm2_dir: Path) -> tuple[PreTrainedModel, list[list[int]]]:
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
     target = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
-    prompts = chat_prompts(tokenizer, QUESTIONS)
+    prompts = one_turn_chats(tokenizer, QUESTIONS)
     return target, prompts
 
 
