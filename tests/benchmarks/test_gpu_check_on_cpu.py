@@ -19,7 +19,11 @@ import pytest
 from tests.fixtures.gpu_image_env import gpu_image_env
 from worker.shipped_heads import verify_shipped_head
 
-pytestmark = pytest.mark.slow
+# The script's own deadline (DEADLINE), then the subprocess's and pytest's: on a slow 2-core AVX2 VM
+# beside the suite's other processes (plain decoding at 250 ms a token, 8x a quiet fast VM's) its
+# steps took 540 s, which the old 540 s deadline cut short; a quiet fast VM takes ~165 s.
+SCRIPT_DEADLINE_S = 840
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SCRIPT_DEADLINE_S + 120)]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The device tool's limits on what comes back from $OUT.
@@ -42,12 +46,12 @@ def test_every_step_runs_and_what_comes_back_fits_the_device_tool(smollm2_dir: P
         "EVAL_TOKENS": "8",
         # The engine table in bf16 at 128 tokens took over its 200 s on an AVX2-only VM (no bf16
         # instructions: 14 reply tokens/s), and in fp32 at 32 tokens too beside the suite's other
-        # workers; 16 tokens in fp32, with 300 s, still run each of its steps.
+        # workers; 16 tokens in fp32 still run each of its steps, in 420 s on the slowest VM seen.
         "SPEED_TOKENS": "16",
         "SPEED_DTYPE": "float32",
-        "SPEED_SECONDS": "300",
+        "SPEED_SECONDS": "420",
         "OPENERS": "2",
-        "DEADLINE": "540",
+        "DEADLINE": str(SCRIPT_DEADLINE_S),
     }
     done = subprocess.run(
         ["bash", str(REPO_ROOT / "scripts" / "gpu-check.sh")],
@@ -55,7 +59,7 @@ def test_every_step_runs_and_what_comes_back_fits_the_device_tool(smollm2_dir: P
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=SCRIPT_DEADLINE_S + 60,
         check=False,
     )
     output = done.stdout + done.stderr

@@ -35,7 +35,9 @@ FINISHED = {"COMPLETED", "FAILED", "STOPPED"}
 JOB_STAGES = ["validate", "data", "prepare", "base", "distil", "train", "benchmark", "publish"]
 # One optimizer step (the trainer keeps 15 s of any budget for its export) and a short benchmark.
 QUICK_TRAINING = {"EAGLE_TRAIN_MAX_MINUTES": "0.05", "EAGLE_NUM_SPECULATIVE_TOKENS": "3"}
-JOB_TIMEOUT = 240.0
+# A deadline for "eventually", not a speed target: on a slow 2-core AVX2 VM, beside the suite's
+# other two processes, a retraining job on the built-in datasets was still running at 240 s.
+JOB_TIMEOUT = 480.0
 BUILTIN_DATASET = "tiny_chat"
 
 
