@@ -174,7 +174,7 @@ def draft_step_ms(head: Eagle3DraftModel, vocab_size: int, sequences: int, devic
     drafter = BatchDrafter(head, vocab_size, sequences)
     width = head.fc.in_features
     generator = torch.Generator().manual_seed(0)
-    dtype = next(head.parameters()).dtype
+    dtype = head.dtype
 
     def request(slot: int, entries: int, num_tokens: int) -> DraftRequest:
         features = torch.randn(entries, width, generator=generator).to(device=device, dtype=dtype)
