@@ -159,13 +159,15 @@ class TrainConfig(BaseModel):
     self_instruct_max_prompt_tokens: int = Field(
         default=64, ge=8, description="Longest self-instruct prompt; longer ones are dropped as truncated."
     )
-    self_instruct_openings: Literal["tasks", "none"] = Field(
+    self_instruct_openings: Literal["tasks", "tasks_and_chat", "none"] = Field(
         default="tasks",
         description="tasks: each self-instruct prompt starts with the first words of a kind of task drawn "
         "from a built-in list (code, maths, reasoning, science, writing, advice, knowledge, chat; a sixth "
         "left open) and the target writes the rest, for data as broad as the tasks users ask of it. "
         "none: the target writes whole prompts (mostly one kind). On SmolLM2, tasks raised tau on code and "
-        "maths prompts from 1.41 to 1.53 and lowered it on human chit-chat from 1.74 to 1.61.",
+        "maths prompts from 1.41 to 1.53 and lowered it on human chit-chat from 1.74 to 1.61. "
+        "tasks_and_chat: the task openings, and a third of the prompts opening like casual conversation "
+        "(greetings, news, opinions, small talk).",
     )
     regenerate_budget_fraction: float = Field(
         default=0.7,

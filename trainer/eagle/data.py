@@ -40,7 +40,7 @@ from trainer.eagle.distilled import (
     write_distilled,
 )
 from trainer.eagle.prepared import DataStats, PreparedData
-from trainer.eagle.prompt_openings import task_openings
+from trainer.eagle.prompt_openings import openings_for
 from trainer.eagle.reporting import Stage
 from trainer.eagle.self_instruct import synthesize_prompts
 
@@ -178,7 +178,7 @@ def with_self_instruct(  # noqa: PLR0917 - also the planner of a fanned-out dist
             top_p=config.self_instruct_top_p,
             max_prompt_tokens=config.self_instruct_max_prompt_tokens,
             batch_size=config.generation_rows(generator.device),
-            openings=task_openings() if config.self_instruct_openings == "tasks" else (),
+            openings=openings_for(config.self_instruct_openings),
             should_stop=should_stop,
             progress=lambda kept: report("writing_prompts", kept, config.self_instruct_conversations),
         )

@@ -89,9 +89,65 @@ TASK_OPENINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# The first words of casual conversation: greetings, news, feelings, opinions, plans and the
+# small-talk topics (hobbies, food, films, travel, work) every chit-chat corpus is made of. The
+# task list's eight "free" and four "conversation" openings give chat under a quarter of the
+# prompts; a head trained on them drafts worse on chat than on the tasks (see
+# TrainConfig.self_instruct_openings). Generic, like the task list: never taken from an
+# evaluation set.
+CHAT_OPENINGS: tuple[str, ...] = (
+    "Hey, how are you",
+    "Good morning!",
+    "Hello! I'm",
+    "I just got back from",
+    "Guess what happened",
+    "I'm so tired",
+    "I'm feeling",
+    "What do you think about",
+    "Have you ever",
+    "Do you like",
+    "My favorite",
+    "I've been thinking about",
+    "What are you doing this weekend",
+    "I love",
+    "I can't decide whether",
+    "Any plans for",
+    "What's your favorite",
+    "I watched",
+    "I'm planning a trip to",
+    "Work has been",
+    "My friend",
+    "I tried cooking",
+    "Do you ever",
+    "What kind of music",
+)
+
+# Share of prompts that start with a chat opening in "tasks_and_chat".
+CHAT_SHARE = 1 / 3
+
+
 def task_openings() -> list[str]:
     """Every opening of every kind of task, each kind weighted by its number of openings."""
     return [opening for _, openings in TASK_OPENINGS for opening in openings]
+
+
+def task_and_chat_openings() -> list[str]:
+    """The task openings, and the chat openings repeated until they are CHAT_SHARE of the list."""
+    tasks = task_openings()
+    # chat / (tasks + chat) = CHAT_SHARE, in whole copies of CHAT_OPENINGS.
+    copies = max(1, round(CHAT_SHARE * len(tasks) / ((1 - CHAT_SHARE) * len(CHAT_OPENINGS))))
+    return [*tasks, *(CHAT_OPENINGS * copies)]
+
+
+def openings_for(mode: str) -> list[str]:
+    """The openings a self-instruct mode draws from (TrainConfig.self_instruct_openings)."""
+    if mode == "tasks":
+        return task_openings()
+    if mode == "tasks_and_chat":
+        return task_and_chat_openings()
+    if mode == "none":
+        return []
+    raise ValueError(f"unknown self-instruct openings {mode!r}: expected tasks, tasks_and_chat or none")
 
 
 def draw_openings(openings: Sequence[str], count: int, rng: random.Random) -> list[str]:

@@ -14,8 +14,16 @@ from trainer.config import TrainConfig
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import render_chat, user_turn_prefix
 from trainer.eagle.data import prepare_data, with_self_instruct
+from trainer.eagle.distilled import generation_settings
 from trainer.eagle.prepared import DataStats
-from trainer.eagle.prompt_openings import TASK_OPENINGS, draw_openings, task_openings
+from trainer.eagle.prompt_openings import (
+    CHAT_OPENINGS,
+    CHAT_SHARE,
+    TASK_OPENINGS,
+    draw_openings,
+    openings_for,
+    task_openings,
+)
 from trainer.eagle.self_instruct import SOURCE, SelfInstructResult, drop_reason, synthesize_prompts
 from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
 
@@ -64,6 +72,32 @@ def test_task_openings_cover_many_kinds_and_leave_some_prompts_open() -> None:
     drawn = draw_openings(openings, 400, random.Random(0))
     assert len(set(drawn)) > len(set(openings)) * 0.8
     assert draw_openings((), 3, random.Random(0)) == ["", "", ""]
+
+
+def test_tasks_and_chat_opens_a_third_of_prompts_like_conversation_and_keeps_every_task() -> None:
+    mixed = openings_for("tasks_and_chat")
+    chat_share = sum(opening in CHAT_OPENINGS for opening in mixed) / len(mixed)
+    assert abs(chat_share - CHAT_SHARE) < 0.05
+    assert set(task_openings()) | set(CHAT_OPENINGS) == set(mixed)
+    # Task kinds keep their weights relative to each other.
+    assert mixed.count("") / mixed.count("Solve for x:") == task_openings().count("") / 1
+    assert openings_for("tasks") == task_openings()
+    assert openings_for("none") == []
+    with pytest.raises(ValueError, match="unknown self-instruct openings 'chat'"):
+        openings_for("chat")
+
+
+def test_the_openings_mode_is_part_of_the_distillation_cache_key() -> None:
+    # A cache written with one mix of prompts must not answer a run that asks for another.
+    tasks = TrainConfig(
+        model_dir=Path("m"),
+        out_dir=Path("run"),
+        regenerate=True,
+        self_instruct_conversations=8,
+        self_instruct_openings="tasks",
+    )
+    mixed = tasks.model_copy(update={"self_instruct_openings": "tasks_and_chat"})
+    assert generation_settings(tasks) != generation_settings(mixed)
 
 
 def test_greedy_sampling_is_refused() -> None:
