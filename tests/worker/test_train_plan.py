@@ -130,9 +130,10 @@ def test_self_instruct_turns_regeneration_on_unless_the_job_turned_it_off() -> N
     assert str(caught.value).startswith("EAGLE_SELF_INSTRUCT_CONVERSATIONS needs EAGLE_REGENERATE=true")
 
 
-def test_self_instruct_openings_reach_the_trainer() -> None:
-    knobs = _knobs(EAGLE_SELF_INSTRUCT_CONVERSATIONS="500", EAGLE_SELF_INSTRUCT_OPENINGS="none")
-    assert _config(knobs).self_instruct_openings == "none"
+@pytest.mark.parametrize("openings", ["none", "tasks_and_chat"])
+def test_self_instruct_openings_reach_the_trainer(openings: str) -> None:
+    knobs = _knobs(EAGLE_SELF_INSTRUCT_CONVERSATIONS="500", EAGLE_SELF_INSTRUCT_OPENINGS=openings)
+    assert _config(knobs).self_instruct_openings == openings
 
 
 def test_a_job_on_the_built_in_data_gets_the_default_recipes_prompts_for_its_budget() -> None:
