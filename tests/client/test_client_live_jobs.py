@@ -46,7 +46,8 @@ from tests.fixtures.seaweedfs import SeaweedFSServer
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 WAITER = "optimization_job_completed_or_stopped"
-JOB_TIMEOUT_SECONDS = 480  # a real SmolLM2 job; "eventually", not a speed target (a slow AVX2 VM took over 180 s)
+# A real SmolLM2 job: a deadline for "eventually", not a speed target (a slow AVX2 VM took over 180 s).
+JOB_TIMEOUT_SECONDS = 480
 AWS_CLI = Path(sys.executable).with_name("aws")
 
 
