@@ -15,7 +15,7 @@ the model's own, unprompted choices.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 # (kind of task, openings). An empty opening leaves the whole prompt to the model.
 TASK_OPENINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -139,15 +139,21 @@ def task_and_chat_openings() -> list[str]:
     return [*tasks, *(CHAT_OPENINGS * copies)]
 
 
+# Each self-instruct mode (TrainConfig.self_instruct_openings) and the openings it draws from.
+OPENINGS_BY_MODE: dict[str, Callable[[], list[str]]] = {
+    "tasks": task_openings,
+    "tasks_and_chat": task_and_chat_openings,
+    "none": list,
+}
+
+
 def openings_for(mode: str) -> list[str]:
     """The openings a self-instruct mode draws from (TrainConfig.self_instruct_openings)."""
-    if mode == "tasks":
-        return task_openings()
-    if mode == "tasks_and_chat":
-        return task_and_chat_openings()
-    if mode == "none":
-        return []
-    raise ValueError(f"unknown self-instruct openings {mode!r}: expected tasks, tasks_and_chat or none")
+    if mode not in OPENINGS_BY_MODE:
+        raise ValueError(
+            f"unknown self-instruct openings {mode!r}: expected one of {', '.join(OPENINGS_BY_MODE)}"
+        )
+    return OPENINGS_BY_MODE[mode]()
 
 
 def draw_openings(openings: Sequence[str], count: int, rng: random.Random) -> list[str]:

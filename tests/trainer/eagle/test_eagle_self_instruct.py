@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import typing
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from trainer.eagle.prepared import DataStats
 from trainer.eagle.prompt_openings import (
     CHAT_OPENINGS,
     CHAT_SHARE,
+    OPENINGS_BY_MODE,
     TASK_OPENINGS,
     draw_openings,
     openings_for,
@@ -80,11 +82,17 @@ def test_tasks_and_chat_opens_a_third_of_prompts_like_conversation_and_keeps_eve
     assert abs(chat_share - CHAT_SHARE) < 0.05
     assert set(task_openings()) | set(CHAT_OPENINGS) == set(mixed)
     # Task kinds keep their weights relative to each other.
-    assert mixed.count("") / mixed.count("Solve for x:") == task_openings().count("") / 1
-    assert openings_for("tasks") == task_openings()
+    tasks = task_openings()
+    assert mixed.count("") / mixed.count("Solve for x:") == tasks.count("") / tasks.count("Solve for x:")
+    assert openings_for("tasks") == tasks
     assert openings_for("none") == []
     with pytest.raises(ValueError, match="unknown self-instruct openings 'chat'"):
         openings_for("chat")
+
+
+def test_every_mode_the_config_accepts_has_its_openings() -> None:
+    accepted = typing.get_args(TrainConfig.model_fields["self_instruct_openings"].annotation)
+    assert set(accepted) == set(OPENINGS_BY_MODE)
 
 
 def test_the_openings_mode_is_part_of_the_distillation_cache_key() -> None:
