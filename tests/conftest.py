@@ -3,6 +3,8 @@
 import os
 import sys
 
+import pytest
+
 from tests.fixtures.torch_threads import cores_per_test_process
 
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
@@ -17,9 +19,24 @@ pytest_plugins = [
     "tests.fixtures.database",
     "tests.fixtures.live_server",
     "tests.fixtures.models",
-    "tests.fixtures.module_order",
     "tests.fixtures.seaweedfs",
     "tests.fixtures.termination",
     "tests.fixtures.torch_threads",
     "tests.fixtures.worker",
 ]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with slow or end-to-end tests run first, each module's tests kept together and in
+    order: under pytest-xdist (``make test``) the long ones then start early on both processes
+    and the quick ones fill in around them, instead of one long test running alone at the end."""
+    heavy = {_module(item) for item in items if _is_heavy(item)}
+    items.sort(key=lambda item: 0 if _module(item) in heavy else 1)
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _is_heavy(item: pytest.Item) -> bool:
+    return item.get_closest_marker("slow") is not None or item.get_closest_marker("e2e") is not None
