@@ -28,7 +28,7 @@ pytest_plugins = [
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Modules with slow or end-to-end tests are collected first, each module's tests kept
-    together and in order (``make test -n 0`` runs them in this order).
+    together and in order (``make pytest PYTEST_WORKERS=0`` runs them in this order).
 
     Under pytest-xdist (``make test``) its loadscope-reorder default then hands modules out by
     their number of tests, most first, so single-test modules (the demo, vLLM interop,
