@@ -8,12 +8,17 @@ then sets ``ignore_eos`` so every request generates exactly that many tokens, un
 ``stop_at_eos`` sends ``ignore_eos: false`` to let replies end where the model ends them) and
 ``temperature: 0`` in the request body: greedy decoding, where a draft head's acceptance
 is what it would be in a greedy deployment.
+
+guidellm runs as one client process per level (``guidellm_environment``): its default spawns a
+worker process per stream (and a manager), each a fresh interpreter importing guidellm, torch and
+transformers, which on a 2-core worker costs more CPU than the requests of a short level.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -117,12 +122,33 @@ def guidellm_command(
     ]
 
 
+# guidellm's settings (GUIDELLM__*) for the benchmark client. One worker process drives every
+# stream of a level (asyncio; guidellm allows 1,024 streams a process), and it starts from a
+# forkserver instead of a fresh interpreter. Measured on a 2-core Xeon VM against our server, four
+# levels (1, 2, 4, 8): on a tiny target a run took 18 s and 7 CPU-seconds against guidellm's
+# defaults' 26 s and 30; on SmolLM2 the measured throughputs moved within the VM's noise in three
+# alternating pairs (docs/measurements.md, "The benchmark's client").
+CLIENT_SETTINGS = {"GUIDELLM__MAX_WORKER_PROCESSES": "1", "GUIDELLM__MP_CONTEXT_TYPE": "forkserver"}
+
+
+def guidellm_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment guidellm runs in: ``CLIENT_SETTINGS`` unless the caller's environment
+    sets them (an operator's own GUIDELLM__* wins)."""
+    base = dict(os.environ if environ is None else environ)
+    return {**CLIENT_SETTINGS, **base}
+
+
 def run_guidellm(command: list[str], log_path: Path, timeout: float | None = None) -> None:
     logger.info("running guidellm: %s", " ".join(command))
     with log_path.open("w") as log:
         try:
             completed = subprocess.run(
-                command, stdout=log, stderr=subprocess.STDOUT, check=False, timeout=timeout
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+                timeout=timeout,
+                env=guidellm_environment(),
             )
         except subprocess.TimeoutExpired as error:
             raise GuidellmError(f"guidellm ran longer than {timeout:.0f}s; see {log_path}") from error

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from guidellm.backends.openai.request_handlers import TextCompletionsRequestHandler
 from guidellm.schemas import GenerationRequest
+from guidellm.settings import Settings as GuidellmSettings
 from transformers import AutoTokenizer
 
-from servebench.guidellm_run import GuidellmError, guidellm_command, parse_guidellm_report
+from servebench.guidellm_run import (
+    GuidellmError,
+    guidellm_command,
+    guidellm_environment,
+    parse_guidellm_report,
+)
 from servebench.prompts import chat_prompt_texts, write_guidellm_data
 from tests.worker.tiny_inputs import sharegpt_jsonl
 from trainer.data.loader import load_conversations
@@ -44,6 +51,24 @@ def test_command_runs_every_level_in_one_concurrent_profile_greedily(tmp_path: P
     ]
     assert command[command.index("--constraint") + 1] == "kind=max_requests,count=16"
     assert command[command.index("--output") + 1] == f"kind=json,path={tmp_path / 'out.json'}"
+
+
+def test_guidellm_drives_every_stream_from_one_forkserver_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    # guidellm ignores GUIDELLM__ names it does not know: its own Settings must read ours.
+    for name in [name for name in os.environ if name.startswith("GUIDELLM__")]:
+        monkeypatch.delenv(name)
+    for name, value in guidellm_environment({"PATH": "/usr/bin"}).items():
+        monkeypatch.setenv(name, value)
+    settings = GuidellmSettings()
+    assert settings.max_worker_processes == 1
+    assert settings.mp_context_type == "forkserver"
+
+
+def test_an_operators_guidellm_settings_win_over_ours() -> None:
+    environment = guidellm_environment({"GUIDELLM__MAX_WORKER_PROCESSES": "4", "HOME": "/root"})
+    assert environment["GUIDELLM__MAX_WORKER_PROCESSES"] == "4"
+    assert environment["GUIDELLM__MP_CONTEXT_TYPE"] == "forkserver"
+    assert environment["HOME"] == "/root"
 
 
 def test_a_deadline_adds_a_duration_constraint_beside_the_request_count(tmp_path: Path) -> None:
