@@ -59,6 +59,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rows", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--prompts", type=int, default=0, help="distillation prompts (0: twice the rows)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument(
+        "--serving-tokens",
+        type=int,
+        default=64,
+        help="tokens of each of the serving rows' 16 requests (and of the batch-1 decode rows)",
+    )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument(
         "--head",
@@ -213,9 +219,10 @@ def main() -> None:
     sync = sync_cost_us(device)
     if sync is not None:
         print(f"| one host sync (.item()) | {sync:.1f} µs |")
-    plain = decoder_ms_per_token(model, prompts[0], 64)
+    tokens = args.serving_tokens
+    plain = decoder_ms_per_token(model, prompts[0], tokens)
     print(f"| batch-1 plain decode, SpeculativeDecoder | {plain:.2f} ms/token |")
-    print(f"| batch-1 decode, engine step | {engine_ms_per_token(model, prompts[0], 64):.2f} ms/token |")
+    print(f"| batch-1 decode, engine step | {engine_ms_per_token(model, prompts[0], tokens):.2f} ms/token |")
     for rows in args.rows:
         tokens_per_s, replies_per_s, busy = distillation(model, prompts, rows, args.max_new_tokens)
         use = "n/a" if busy is None else f"{busy:.0f} %"
@@ -223,14 +230,17 @@ def main() -> None:
             f"| distillation with features, {rows} rows, {len(prompts)} prompts × ≤{args.max_new_tokens} "
             f"| {tokens_per_s:,.0f} reply tokens/s, {replies_per_s:.1f} replies/s, GPU busy {use} |"
         )
-    serving = serving_tokens_per_s(model, prompts, 64)
-    print(f"| serving engine, plain, 8 concurrent | {serving:,.1f} output tokens/s |")
+    serving = serving_tokens_per_s(model, prompts, tokens)
+    print(f"| serving engine, plain, 8 concurrent, 16 × {tokens} tokens | {serving:,.1f} output tokens/s |")
     if not (args.head / "config.json").exists():
         print(f"| serving engine and draft step with a head | no head at {args.head} |")
         return
     head = load_head(args.head, model).to(device=device, dtype=model.dtype).eval()
-    eagle = serving_tokens_per_s(model, prompts, 64, head)
-    print(f"| serving engine, EAGLE K=3 ({args.head.name}), 8 concurrent | {eagle:,.1f} output tokens/s |")
+    eagle = serving_tokens_per_s(model, prompts, tokens, head)
+    print(
+        f"| serving engine, EAGLE K=3 ({args.head.name}), 8 concurrent, 16 × {tokens} tokens "
+        f"| {eagle:,.1f} output tokens/s |"
+    )
     vocab = int(model.config.vocab_size)
     for sequences in (1, 8):
         milliseconds = draft_step_ms(head, vocab, sequences, device)

@@ -23,9 +23,9 @@
 # on the 2-core CPU before comparing it with heads/: docs/engine.md, "Running the GPU check").
 # SHIP=0 trains with `trainer train` instead (what runs when the ship build cannot import).
 # DEVICE=cpu runs the same steps on a CPU, for trying the script itself (with small MINUTES, ROWS,
-# SELF_INSTRUCT, EVAL_LIMIT, EVAL_TOKENS, SPEED_TOKENS and OPENERS, SPEED_DTYPE=float32 where the CPU
-# has no bf16 instructions, and more SPEED_SECONDS for the engine table on a slow or loaded CPU:
-# tests/benchmarks/test_gpu_check_on_cpu.py).
+# SELF_INSTRUCT, EVAL_LIMIT, EVAL_TOKENS, SPEED_TOKENS, SERVING_TOKENS and OPENERS,
+# SPEED_DTYPE=float32 where the CPU has no bf16 instructions, and more SPEED_SECONDS for the engine
+# table on a slow or loaded CPU: tests/benchmarks/test_gpu_check_on_cpu.py).
 #
 # Needs a CUDA build of torch in $PY's environment (`make venv` installs the CPU build: on a GPU
 # machine use the image's own torch, with the project on PYTHONPATH: ../shared/gpu/README.md).
@@ -42,6 +42,8 @@ DEADLINE=${DEADLINE:-560}
 EVAL_LIMIT=${EVAL_LIMIT:-40}
 EVAL_TOKENS=${EVAL_TOKENS:-128}
 SPEED_TOKENS=${SPEED_TOKENS:-128}
+# Tokens of each serving-engine request and of the batch-1 decode rows in the engine table.
+SERVING_TOKENS=${SERVING_TOKENS:-64}
 SPEED_DTYPE=${SPEED_DTYPE:-bfloat16}
 SPEED_SECONDS=${SPEED_SECONDS:-200}
 OPENERS=${OPENERS:-20}
@@ -107,7 +109,7 @@ head_args=()
 [ -n "$HEAD" ] && head_args=(--head "$HEAD")
 # shellcheck disable=SC2086 # ROWS is a list of row counts
 timeout "$(limit "$SPEED_SECONDS")" "$PY" benchmarks/engine_speed.py --model "$MODEL" --device "$DEVICE" --dtype "$SPEED_DTYPE" \
-    --rows $ROWS --max-new-tokens "$SPEED_TOKENS" "${head_args[@]}" > "$WORK/engine_speed.md" 2> "$WORK/engine_speed.log" \
+    --rows $ROWS --max-new-tokens "$SPEED_TOKENS" --serving-tokens "$SERVING_TOKENS" "${head_args[@]}" > "$WORK/engine_speed.md" 2> "$WORK/engine_speed.log" \
     || failed "engine speed"
 
 step "4. CUDA tests"
