@@ -42,15 +42,10 @@ FIXED_ROW = f"Trained EAGLE (K={FIXED_K})"
 def architecture_worker(
     worker_settings: Settings, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ManagedProcess]:
-    """The session's worker settings (same queue), benchmarking one concurrency level only and
-    No EAGLE once: these jobs check that each architecture completes, not the benchmark's
-    guard against drift (test_jobs_e2e checks the repeated No EAGLE run)."""
-    overrides = {
-        **worker_settings.benchmark_overrides,
-        "concurrency": [1],
-        "requests_per_level": REQUESTS,
-        "repeat_baseline": False,
-    }
+    """The session's worker settings (same queue, No EAGLE measured once), benchmarking one
+    concurrency level only: these jobs check that each architecture completes, not the
+    benchmark's levels (test_jobs_e2e checks them and the repeated No EAGLE run)."""
+    overrides = {**worker_settings.benchmark_overrides, "concurrency": [1], "requests_per_level": REQUESTS}
     settings = worker_settings.model_copy(update={"benchmark_overrides": overrides})
     process = launch_celery_worker(
         settings, tmp_path_factory.mktemp("architecture-worker") / "worker.log", "architectures"

@@ -45,9 +45,11 @@ BUILTIN_DATASET = "tiny_chat"
 def module_worker(
     worker_settings: Settings, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ManagedProcess]:
-    process = launch_celery_worker(
-        worker_settings, tmp_path_factory.mktemp("e2e-worker") / "worker.log", "e2e"
-    )
+    # No EAGLE before and after the heads, as a job runs by default (the session's worker
+    # measures it once): these jobs check the repeated run and the drift guard it feeds.
+    overrides = {**worker_settings.benchmark_overrides, "repeat_baseline": True}
+    settings = worker_settings.model_copy(update={"benchmark_overrides": overrides})
+    process = launch_celery_worker(settings, tmp_path_factory.mktemp("e2e-worker") / "worker.log", "e2e")
     yield process
     process.stop()
 
