@@ -9,8 +9,8 @@ then sets ``ignore_eos`` so every request generates exactly that many tokens, un
 ``temperature: 0`` in the request body: greedy decoding, where a draft head's acceptance
 is what it would be in a greedy deployment.
 
-guidellm runs as one client process per level (``guidellm_environment``): its default spawns a
-worker process per stream (and a manager), each a fresh interpreter importing guidellm, torch and
+guidellm drives each level from one worker process (``guidellm_environment``): its default spawns
+a worker process per stream (and a manager), each a fresh interpreter importing guidellm, torch and
 transformers, which on a 2-core worker costs more CPU than the requests of a short level.
 """
 
