@@ -57,7 +57,7 @@ def test_guidellm_drives_every_stream_from_one_forkserver_worker(monkeypatch: py
     # guidellm ignores GUIDELLM__ names it does not know: its own Settings must read ours.
     for name in [name for name in os.environ if name.startswith("GUIDELLM__")]:
         monkeypatch.delenv(name)
-    for name, value in guidellm_environment({"PATH": "/usr/bin"}).items():
+    for name, value in guidellm_environment({}).items():
         monkeypatch.setenv(name, value)
     settings = GuidellmSettings()
     assert settings.max_worker_processes == 1
