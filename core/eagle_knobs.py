@@ -81,12 +81,13 @@ class EagleKnobs(BaseModel):
         description="Prompts the target writes itself (Magpie) and answers, mixed with the training "
         "data; turns EAGLE_REGENERATE on unless it is set.",
     )
-    self_instruct_openings: Literal["tasks", "tasks_and_chat", "none"] | None = Field(
+    self_instruct_openings: Literal["tasks", "tasks_and_chat", "chat", "none"] | None = Field(
         default=None,
         alias="EAGLE_SELF_INSTRUCT_OPENINGS",
         description="tasks: self-instruct prompts start with the first words of a kind of task (code, "
         "maths, writing, ...) and the target writes the rest; tasks_and_chat: those, and a third opening "
-        "like casual conversation; none: the target writes whole prompts.",
+        "like casual conversation; chat: every prompt opens like casual conversation; none: the target "
+        "writes whole prompts.",
     )
     variant: Literal["eagle3", "eagle2", "peagle"] | None = Field(
         default=None,
@@ -166,7 +167,7 @@ _FIELD_RULES = {
     "EAGLE_DRAFT_VOCAB_SIZE": "Member must be an integer between 256 and 262144",
     "EAGLE_REGENERATE": "Member must be true or false",
     "EAGLE_SELF_INSTRUCT_CONVERSATIONS": "Member must be an integer between 0 and 100000",
-    "EAGLE_SELF_INSTRUCT_OPENINGS": "Member must satisfy enum value set: [tasks, tasks_and_chat, none]",
+    "EAGLE_SELF_INSTRUCT_OPENINGS": "Member must satisfy enum value set: [tasks, tasks_and_chat, chat, none]",
     "EAGLE_VARIANT": "Member must satisfy enum value set: [eagle3, eagle2, peagle]",
     "EAGLE_TTT_STEPS": "Member must be an integer between 1 and 10",
     "EAGLE_LEARNING_RATE": "Member must be a positive number",

@@ -159,7 +159,7 @@ class TrainConfig(BaseModel):
     self_instruct_max_prompt_tokens: int = Field(
         default=64, ge=8, description="Longest self-instruct prompt; longer ones are dropped as truncated."
     )
-    self_instruct_openings: Literal["tasks", "tasks_and_chat", "none"] = Field(
+    self_instruct_openings: Literal["tasks", "tasks_and_chat", "chat", "none"] = Field(
         default="tasks",
         description="tasks: each self-instruct prompt starts with the first words of a kind of task drawn "
         "from a built-in list (code, maths, reasoning, science, writing, advice, knowledge, chat; a sixth "
@@ -167,7 +167,7 @@ class TrainConfig(BaseModel):
         "none: the target writes whole prompts (mostly one kind). On SmolLM2, tasks raised tau on code and "
         "maths prompts from 1.41 to 1.53 and lowered it on human chit-chat from 1.74 to 1.61. "
         "tasks_and_chat: the task openings, and a third of the prompts opening like casual conversation "
-        "(greetings, news, opinions, small talk).",
+        "(greetings, news, opinions, small talk). chat: every prompt opens like casual conversation.",
     )
     regenerate_budget_fraction: float = Field(
         default=0.7,

@@ -54,7 +54,7 @@ def test_peagle_is_a_draft_variant() -> None:
         ("EAGLE_LEARNING_RATE", "-1e-3", "positive number"),
         ("EAGLE_SELF_INSTRUCT_CONVERSATIONS", "many", "integer between 0 and 100000"),
         ("EAGLE_SELF_INSTRUCT_CONVERSATIONS", "100001", "integer between 0 and 100000"),
-        ("EAGLE_SELF_INSTRUCT_OPENINGS", "code", "enum value set: [tasks, tasks_and_chat, none]"),
+        ("EAGLE_SELF_INSTRUCT_OPENINGS", "code", "enum value set: [tasks, tasks_and_chat, chat, none]"),
         ("EAGLE_BATCH", "4", "Unknown EAGLE_ key; supported keys: EAGLE_DRAFT_VOCAB_SIZE"),
     ],
 )

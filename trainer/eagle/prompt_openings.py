@@ -139,10 +139,17 @@ def task_and_chat_openings() -> list[str]:
     return [*tasks, *(CHAT_OPENINGS * copies)]
 
 
+def chat_openings() -> list[str]:
+    """The chat openings alone: data for a head whose users mostly chat (the target still writes
+    the rest of every prompt and every reply)."""
+    return list(CHAT_OPENINGS)
+
+
 # Each self-instruct mode (TrainConfig.self_instruct_openings) and the openings it draws from.
 OPENINGS_BY_MODE: dict[str, Callable[[], list[str]]] = {
     "tasks": task_openings,
     "tasks_and_chat": task_and_chat_openings,
+    "chat": chat_openings,
     "none": list,
 }
 

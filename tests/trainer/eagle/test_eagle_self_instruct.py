@@ -86,8 +86,15 @@ def test_tasks_and_chat_opens_a_third_of_prompts_like_conversation_and_keeps_eve
     assert mixed.count("") / mixed.count("Solve for x:") == tasks.count("") / tasks.count("Solve for x:")
     assert openings_for("tasks") == tasks
     assert openings_for("none") == []
-    with pytest.raises(ValueError, match="unknown self-instruct openings 'chat'"):
-        openings_for("chat")
+    with pytest.raises(ValueError, match="unknown self-instruct openings 'small-talk'"):
+        openings_for("small-talk")
+
+
+def test_chat_opens_every_prompt_like_conversation() -> None:
+    chat = openings_for("chat")
+    assert chat and all(opening in CHAT_OPENINGS for opening in chat)
+    assert set(chat) == set(CHAT_OPENINGS)
+    assert not set(chat) & set(task_openings())
 
 
 def test_every_mode_the_config_accepts_has_its_openings() -> None:
