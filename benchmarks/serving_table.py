@@ -90,6 +90,8 @@ def main() -> None:
             f"level, {report.tokens_per_request()}, {report.load_generator}\n"
         )
         print(report.format_table())
+        for line in report.shortfalls():
+            print(line)
     print()
     for line in goals(reports, args.concurrency, args.k):
         print(line)

@@ -129,6 +129,8 @@ def run_bench(args: argparse.Namespace) -> int:
         f"per level, {report.tokens_per_request()}, {report.load_generator}"
     )
     print(report.format_table())
+    for line in report.shortfalls():
+        print(line)
     print(report.format_definitions())
     if report.recommendation is not None:
         print(f"recommendation: {report.recommendation.summary}")

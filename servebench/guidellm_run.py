@@ -43,6 +43,7 @@ class LevelResult:
     concurrency: int
     successful_requests: int
     errored_requests: int
+    incomplete_requests: int  # still in flight when guidellm ended the level: in no mean
     ttft_ms: float
     tpot_ms: float
     itl_ms: float
@@ -212,6 +213,7 @@ def _level(benchmark: dict[str, Any]) -> LevelResult:
         concurrency=_streams(benchmark),
         successful_requests=int(totals["successful"]),
         errored_requests=int(totals["errored"]),
+        incomplete_requests=int(totals["incomplete"]),
         ttft_ms=mean("time_to_first_token_ms"),
         tpot_ms=tpot,
         itl_ms=itl,

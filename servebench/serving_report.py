@@ -45,6 +45,7 @@ CSV_COLUMNS = (
     "speedup_vs_no_eagle",
     "successful_requests",
     "errored_requests",
+    "incomplete_requests",
     "output_tokens_mean",
     "prompt_tokens_mean",
 )
@@ -78,6 +79,11 @@ class ServingRow(BaseModel):
     otps_per_request: float = Field(description="Mean of guidellm's per-request output tokens/s.")
     successful_requests: int
     errored_requests: int
+    incomplete_requests: int = Field(
+        default=0,
+        description="Requests still in flight when guidellm ended the level (its request count was "
+        "reached): counted in no mean.",
+    )
     output_tokens_mean: float
     prompt_tokens_mean: float
     mean_acceptance_length: float | None = Field(
@@ -159,6 +165,29 @@ class ServingReport(BaseModel):
             cells = [_cell(getattr(row, attribute), digits) for _, attribute, digits in TABLE_COLUMNS]
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
+
+    def shortfalls(self) -> list[str]:
+        """One line per row that measured fewer requests than a level sends, and why: so a reader
+        knows how many requests each mean stands on."""
+        lines = []
+        for row in self.rows:
+            short = self.requests_per_level - row.successful_requests
+            if short <= 0:
+                continue
+            reasons = [
+                f"{count} {reason}"
+                for count, reason in (
+                    (row.errored_requests, "errored"),
+                    (row.incomplete_requests, "still in flight when guidellm ended the level"),
+                )
+                if count
+            ]
+            why = f" ({', '.join(reasons)})" if reasons else ""
+            lines.append(
+                f"{row.configuration} at concurrency {row.concurrency}: "
+                f"{row.successful_requests} of {self.requests_per_level} requests measured{why}"
+            )
+        return lines
 
     def format_definitions(self) -> str:
         """The table's metric definitions, one line each, for under the table."""

@@ -212,6 +212,7 @@ def _row(
         otps_per_request=level.otps_per_request,
         successful_requests=level.successful_requests,
         errored_requests=level.errored_requests,
+        incomplete_requests=level.incomplete_requests,
         output_tokens_mean=level.output_tokens_mean,
         prompt_tokens_mean=level.prompt_tokens_mean,
         mean_acceptance_length=None if counters is None else counters.mean_acceptance_length,

@@ -130,7 +130,7 @@ def test_a_level_without_successful_requests_is_an_error() -> None:
         parse_guidellm_report({"runs": []})
 
 
-def _guidellm_level(requests: list[dict[str, Any]]) -> dict[str, Any]:
+def _guidellm_level(requests: list[dict[str, Any]], incomplete: int = 0) -> dict[str, Any]:
     """One level of guidellm's JSON with just what parse_guidellm_report reads."""
     summary = {"successful": {"mean": 1.0}}
     names = ("time_to_first_token_ms", "requests_per_second", "output_tokens_per_second")
@@ -140,8 +140,8 @@ def _guidellm_level(requests: list[dict[str, Any]]) -> dict[str, Any]:
             "request_totals": {
                 "successful": len(requests),
                 "errored": 0,
-                "incomplete": 0,
-                "total": len(requests),
+                "incomplete": incomplete,
+                "total": len(requests) + incomplete,
             },
             **dict.fromkeys((*names, "output_token_count", "prompt_token_count"), summary),
         },
@@ -186,3 +186,10 @@ def test_a_level_its_time_limit_ended_before_any_request_finished_is_left_out() 
     levels = parse_guidellm_report({"benchmarks": [measured, cut]})
 
     assert [level.concurrency for level in levels] == [1]
+
+
+def test_requests_guidellm_cut_off_at_the_end_of_a_level_are_counted() -> None:
+    cut = _guidellm_level([_request(20.0, 1.0)] * 2, incomplete=1)
+    [level] = parse_guidellm_report({"benchmarks": [cut]})
+
+    assert (level.successful_requests, level.errored_requests, level.incomplete_requests) == (2, 0, 1)

@@ -68,7 +68,10 @@ def test_every_configuration_and_level_gets_guidellm_measurements_and_acceptance
     ]
     # Two distinct prompts for three requests per level: they repeat.
     assert report.prompts == 2
-    counts = [(row.configuration, row.concurrency, row.successful_requests) for row in report.rows]
+    counts = [
+        (row.configuration, row.concurrency, row.successful_requests, row.incomplete_requests)
+        for row in report.rows
+    ]
     for row in report.rows:
         # guidellm ends a level when its max_requests constraint counts the level's requests as
         # processed, and may leave the last in-flight ones incomplete: seen at concurrency 2 in a
@@ -76,6 +79,8 @@ def test_every_configuration_and_level_gets_guidellm_measurements_and_acceptance
         # Such a request is neither successful nor errored; every level still measured one.
         assert 1 <= row.successful_requests <= 3, counts
         assert row.errored_requests == 0
+        # The ones it cut off are counted as such, so the report can say what each mean stands on.
+        assert row.successful_requests + row.incomplete_requests == 3, counts
         # guidellm asks for exactly TOKENS tokens (ignore_eos) and counts what came back.
         assert row.output_tokens_mean == TOKENS
         assert row.ttft_ms > 0

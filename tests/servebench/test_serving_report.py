@@ -61,3 +61,29 @@ def test_fixed_k_is_reported_as_given() -> None:
     row = _row("Trained EAGLE", 1, "/heads/trained", num_speculative_tokens=3)
     assert row.k_label == "3"
     assert _row("No EAGLE", 1, None).k_label is None
+
+
+def test_rows_that_measured_fewer_requests_than_sent_say_why() -> None:
+    report = serving_report(
+        [
+            _row("No EAGLE", 1, None),
+            _row("No EAGLE", 2, None, successful_requests=3, incomplete_requests=1),
+            _row("Trained EAGLE", 2, "/heads/trained", successful_requests=2, errored_requests=1),
+        ]
+    )
+
+    assert report.shortfalls() == [
+        "No EAGLE at concurrency 2: 3 of 4 requests measured "
+        "(1 still in flight when guidellm ended the level)",
+        "Trained EAGLE at concurrency 2: 2 of 4 requests measured (1 errored)",
+    ]
+    rows = list(csv.DictReader(io.StringIO(report.to_csv())))
+    assert [r["incomplete_requests"] for r in rows] == ["0", "1", "0"]
+
+
+def test_a_report_written_before_incomplete_requests_were_counted_still_loads() -> None:
+    document = _report().model_dump(mode="json")
+    for row in document["rows"]:
+        del row["incomplete_requests"]
+
+    assert [row.incomplete_requests for row in ServingReport.model_validate(document).rows] == [0, 0]

@@ -78,7 +78,7 @@ def benchmark_head(ctx: JobContext) -> None:
 
 def _summary(report: ServingReport) -> str:
     """One line for the job's events: the trained head at its first measured level, the advice,
-    and the levels a deadline left unmeasured."""
+    the levels a deadline left unmeasured and the rows that measured fewer requests than sent."""
     trained = next((row for row in report.rows if row.configuration == TRAINED_HEAD), None)
     advice = report.recommendation
     parts = [_trained_summary(trained)]
@@ -86,6 +86,7 @@ def _summary(report: ServingReport) -> str:
         parts.append(f"Recommended: {advice.summary}")
     if report.unmeasured:
         parts.append(f"Not measured (time limit): {', '.join(report.unmeasured)}")
+    parts.extend(report.shortfalls())
     return ". ".join(parts)
 
 

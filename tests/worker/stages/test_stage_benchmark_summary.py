@@ -42,3 +42,12 @@ def test_an_adaptive_row_that_never_drafted_says_so_instead_of_an_acceptance_of_
 
 def test_a_report_without_the_trained_head_says_no_level_was_measured() -> None:
     assert _summary(_report(NO_EAGLE)).startswith("Trained EAGLE: no level measured")
+
+
+def test_the_summary_names_rows_that_measured_fewer_requests_than_sent() -> None:
+    cut = serving_row("No EAGLE", 2, None, successful_requests=3, incomplete_requests=1)
+    summary = _summary(_report(NO_EAGLE, cut, _trained(2.31)))
+    assert summary.endswith(
+        "No EAGLE at concurrency 2: 3 of 4 requests measured "
+        "(1 still in flight when guidellm ended the level)"
+    )
