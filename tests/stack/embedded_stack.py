@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -88,11 +88,19 @@ def start_embedded_stack(tmp_path: Path, settings: dict[str, str] | None = None)
             process.wait(timeout=60)
 
 
-def wait_for_terminal(sagemaker: Any, name: str, timeout: float = 60) -> dict[str, Any]:
-    """DescribeOptimizationJob once the job has ended (or at the timeout, whatever its status)."""
+def wait_for_terminal(
+    sagemaker: Any, name: str, timeout: float = 60, while_waiting: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """DescribeOptimizationJob once the job has ended (or at the timeout, whatever its status).
+
+    ``while_waiting`` runs at every poll before the job ended: a test observes there what only
+    exists while the job runs (the worker's pool process leaves once its one task returned).
+    """
     deadline = time.monotonic() + timeout
     while True:
         job: dict[str, Any] = sagemaker.describe_optimization_job(OptimizationJobName=name)
         if job["OptimizationJobStatus"] in TERMINAL or time.monotonic() > deadline:
             return job
+        if while_waiting is not None:
+            while_waiting()
         time.sleep(0.3)

@@ -98,12 +98,22 @@ def test_a_jobs_distillation_fans_out_in_shards_on_the_embedded_stack(
             OutputConfig={"S3OutputLocation": "s3://output/fanned-out/"},
             StoppingCondition={"MaxRuntimeInSeconds": 900},
         )
-        job = wait_for_terminal(sagemaker, "fanned-out", timeout=JOB_TIMEOUT_SECONDS)
+        # The worker's pool process runs one task and is replaced once it returned
+        # (worker_max_tasks_per_child=1), which may be before the test reads COMPLETED: so the
+        # stack's processes are gathered while the job runs, not after.
+        stack_processes: set[int] = set()
+
+        def gather_stack_processes() -> None:
+            children = psutil.Process(stack.process.pid).children(recursive=True)
+            stack_processes.update(child.pid for child in children)
+
+        job = wait_for_terminal(
+            sagemaker, "fanned-out", timeout=JOB_TIMEOUT_SECONDS, while_waiting=gather_stack_processes
+        )
         worker_log = Path(info.logs["worker"])
         assert job["OptimizationJobStatus"] == "COMPLETED", (
             f"{job['OptimizationJobStatus']}: {job.get('FailureReason')}\n{worker_log.read_text()[-4000:]}"
         )
-        stack_processes = {child.pid for child in psutil.Process(stack.process.pid).children(recursive=True)}
 
         lineage = json.loads(s3.get_object(Bucket="output", Key="fanned-out/lineage.json")["Body"].read())
         fanout = lineage["distillation_fanout"]
