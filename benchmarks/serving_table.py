@@ -90,7 +90,7 @@ def main() -> None:
             f"level, {report.tokens_per_request()}, {report.load_generator}\n"
         )
         print(report.format_table())
-        for line in report.shortfalls():
+        for line in report.request_shortfalls:
             print(line)
     print()
     for line in goals(reports, args.concurrency, args.k):

@@ -9,6 +9,7 @@ wait_for_job(client, name)             # the same, with a progress bar
 results = download_results(client, name, "out/")   # sha256-checked against lineage.json
 benchmark_table(results)
 deployment_recommendation(results)     # what to deploy at each concurrency level
+request_shortfalls(results)            # rows whose means stand on fewer requests than were sent
 """
 
 from client.benchmark_table import (
@@ -16,6 +17,7 @@ from client.benchmark_table import (
     BenchmarkTableRow,
     benchmark_table,
     deployment_recommendation,
+    request_shortfalls,
 )
 from client.connection import ClientSettings, resolve_client_settings
 from client.errors import (
@@ -64,6 +66,7 @@ __all__ = [
     "eaglenest_client",
     "install_waiters",
     "optimization_job_waiter",
+    "request_shortfalls",
     "resolve_client_settings",
     "wait_for_job",
 ]

@@ -16,6 +16,7 @@ from core.benchmark_table import (
     BenchmarkTableRow,
     metric_definitions_of,
     recommendation_of,
+    request_shortfalls_of,
     table_rows,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "benchmark_table",
     "deployment_recommendation",
     "metric_definitions",
+    "request_shortfalls",
 ]
 
 RESULTS_JSON = "benchmark/results.json"
@@ -40,6 +42,12 @@ def metric_definitions(results: DownloadedResults | Path | str | dict[str, Any])
     """What each column of the table means (TPOT and ITL as SageMaker's table means them)."""
     source, document = _document(results)
     return metric_definitions_of(document, source)
+
+
+def request_shortfalls(results: DownloadedResults | Path | str | dict[str, Any]) -> list[str]:
+    """One line per row that measured fewer requests than its level sent, saying why."""
+    source, document = _document(results)
+    return request_shortfalls_of(document, source)
 
 
 def deployment_recommendation(

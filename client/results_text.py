@@ -16,6 +16,7 @@ from client.benchmark_table import (
     benchmark_table,
     deployment_recommendation,
     metric_definitions,
+    request_shortfalls,
 )
 from client.results import DownloadedResults
 
@@ -110,6 +111,7 @@ def format_job_results(results: DownloadedResults) -> str:
         [
             heading,
             format_benchmark_table(benchmark_table(results)),
+            *_shortfalls(request_shortfalls(results)),
             *_definitions(metric_definitions(results)),
             format_recommendation(deployment_recommendation(results)),
             format_lineage_summary(results.lineage),
@@ -117,6 +119,11 @@ def format_job_results(results: DownloadedResults) -> str:
             f"to {results.directory}",
         ]
     )
+
+
+def _shortfalls(lines: list[str]) -> list[str]:
+    """The rows whose means stand on fewer requests than were sent, as a block under the table."""
+    return ["\n".join(lines)] if lines else []
 
 
 def _definitions(definitions: dict[str, str]) -> list[str]:

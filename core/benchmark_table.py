@@ -64,6 +64,18 @@ def recommendation_of(document: Any, source: str = "results.json document") -> d
     return recommendation
 
 
+def request_shortfalls_of(document: Any, source: str = "results.json document") -> list[str]:
+    """The benchmark's lines for the rows that measured fewer requests than a level sent, and why
+    (errored, or still in flight when the level ended); empty for jobs benchmarked before
+    results.json carried them."""
+    shortfalls = document.get("request_shortfalls") if isinstance(document, dict) else None
+    if shortfalls is None:
+        return []
+    if not isinstance(shortfalls, list) or not all(isinstance(line, str) for line in shortfalls):
+        raise ValueError(f"{source}: 'request_shortfalls' is not a list of strings")
+    return list(shortfalls)
+
+
 def _row(source: str, index: int, row: Any) -> BenchmarkTableRow:
     where = f"{source}: rows[{index}]"
     if not isinstance(row, dict):

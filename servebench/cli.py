@@ -129,7 +129,7 @@ def run_bench(args: argparse.Namespace) -> int:
         f"per level, {report.tokens_per_request()}, {report.load_generator}"
     )
     print(report.format_table())
-    for line in report.shortfalls():
+    for line in report.request_shortfalls:
         print(line)
     print(report.format_definitions())
     if report.recommendation is not None:

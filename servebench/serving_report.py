@@ -10,7 +10,7 @@ import csv
 import io
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from servebench.recommendation import Recommendation
 
@@ -166,7 +166,11 @@ class ServingReport(BaseModel):
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
-    def shortfalls(self) -> list[str]:
+    # Written into results.json beside the rows, so the client and the dashboard print the very
+    # lines the benchmark printed (they cannot import this package).
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def request_shortfalls(self) -> list[str]:
         """One line per row that measured fewer requests than a level sends, and why: so a reader
         knows how many requests each mean stands on."""
         lines = []

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from client import BENCHMARK_TABLE_COLUMNS, benchmark_table, deployment_recommendation
-from client.results_text import format_lineage_summary, format_recommendation
+from client import BENCHMARK_TABLE_COLUMNS, benchmark_table, deployment_recommendation, request_shortfalls
+from client.results import DownloadedResults
+from client.results_text import format_job_results, format_lineage_summary, format_recommendation
 
 
 def row(
@@ -177,3 +178,28 @@ def test_the_lineage_summary_names_a_shipped_base_head() -> None:
         "manifest sha256 cdcdcdcdcdcdcdcd…"
     ) in format_lineage_summary(lineage).splitlines()
     assert "shipped head" not in format_lineage_summary({"base_head": {"uri": "s3://x/"}})
+
+
+def test_printed_results_say_which_rows_measured_fewer_requests_than_sent(tmp_path: Path) -> None:
+    shortfall = (
+        "No EAGLE at concurrency 2: 3 of 4 requests measured "
+        "(1 still in flight when guidellm ended the level)"
+    )
+    document = {
+        "rows": [row("No EAGLE", acceptance=None), row("No EAGLE", acceptance=None, concurrency=2)],
+        "request_shortfalls": [shortfall],
+    }
+    (tmp_path / "benchmark").mkdir()
+    (tmp_path / "benchmark" / "results.json").write_text(json.dumps(document))
+    results = DownloadedResults(
+        directory=tmp_path, output_uri="s3://out/job/", description={}, lineage={}, files={}
+    )
+
+    lines = format_job_results(results).splitlines()
+
+    # Right under the table, so the reader sees it before reading the means.
+    table_end = max(index for index, line in enumerate(lines) if line.startswith("| No EAGLE | 2 |"))
+    assert lines[table_end + 2] == shortfall
+    assert request_shortfalls({"rows": []}) == []  # jobs benchmarked before the lines existed
+    with pytest.raises(ValueError, match="'request_shortfalls' is not a list of strings"):
+        request_shortfalls({"rows": [], "request_shortfalls": "2 short"})

@@ -72,13 +72,17 @@ def test_rows_that_measured_fewer_requests_than_sent_say_why() -> None:
         ]
     )
 
-    assert report.shortfalls() == [
+    assert report.request_shortfalls == [
         "No EAGLE at concurrency 2: 3 of 4 requests measured "
         "(1 still in flight when guidellm ended the level)",
         "Trained EAGLE at concurrency 2: 2 of 4 requests measured (1 errored)",
     ]
     rows = list(csv.DictReader(io.StringIO(report.to_csv())))
     assert [r["incomplete_requests"] for r in rows] == ["0", "1", "0"]
+    # results.json carries the same lines for the client, and still reads back as a report.
+    document = report.model_dump(mode="json")
+    assert document["request_shortfalls"] == report.request_shortfalls
+    assert ServingReport.model_validate(document).request_shortfalls == report.request_shortfalls
 
 
 def test_a_report_written_before_incomplete_requests_were_counted_still_loads() -> None:

@@ -86,7 +86,7 @@ def _summary(report: ServingReport) -> str:
         parts.append(f"Recommended: {advice.summary}")
     if report.unmeasured:
         parts.append(f"Not measured (time limit): {', '.join(report.unmeasured)}")
-    parts.extend(report.shortfalls())
+    parts.extend(report.request_shortfalls)
     return ". ".join(parts)
 
 
