@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from api.dashboard.shapes import BenchmarkTableRowShape, JobResults, PublishedArtifact
-from core.benchmark_table import metric_definitions_of, table_rows
+from core.benchmark_table import metric_definitions_of, request_shortfalls_of, table_rows
 from core.job_errors import JobFailedError
 from core.output_layout import BENCHMARK_JSON, LINEAGE
 from core.s3 import S3Location, s3_client
@@ -53,6 +53,7 @@ def read_job_results(job: OptimizationJob, *, settings: Settings, role: RoleCred
     try:
         table = [_table_row(row) for row in table_rows(benchmark)]
         definitions = metric_definitions_of(benchmark)
+        shortfalls = request_shortfalls_of(benchmark)
     except ValueError as error:
         return results.model_copy(update={"reason": f"{output.child(BENCHMARK_JSON).uri}: {error}"})
     return results.model_copy(
@@ -61,6 +62,7 @@ def read_job_results(job: OptimizationJob, *, settings: Settings, role: RoleCred
             "artifacts": _artifacts(lineage),
             "benchmark": table,
             "metric_definitions": definitions,
+            "request_shortfalls": shortfalls,
         }
     )
 

@@ -79,6 +79,11 @@ class JobResults(AwsShape):
     metric_definitions: dict[str, str] = Field(
         default_factory=dict, description="What each benchmark column means, as results.json states it."
     )
+    request_shortfalls: list[str] = Field(
+        default_factory=list,
+        description="The benchmark rows that measured fewer requests than a level sent, and why "
+        "(errored, or still in flight when the level ended), as results.json states them.",
+    )
 
 
 class DashboardModelList(AwsShape):

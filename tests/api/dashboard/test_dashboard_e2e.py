@@ -199,6 +199,10 @@ def test_the_job_page_plots_what_the_worker_recorded_and_published(
         assert {series.nth(i).get_attribute("data-series") for i in range(series.count())} == configurations
         assert page.locator(f"figure[data-chart='{chart}'] circle.point").count() == len(results["rows"])
     assert page.locator("#benchmark-table tbody tr").count() == len(results["rows"])
+    # The rows that measured fewer requests than sent, as results.json names them (often none).
+    shortfalls = page.locator("#request-shortfalls li")
+    shown_shortfalls = [shortfalls.nth(i).inner_text() for i in range(shortfalls.count())]
+    assert shown_shortfalls == results["request_shortfalls"]
     # The deployment recommendation: one line per level, enabling EAGLE exactly where results.json does.
     levels = results["recommendation"]["levels"]
     shown = page.locator("#recommendation li")

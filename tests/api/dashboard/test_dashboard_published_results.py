@@ -100,9 +100,12 @@ def test_published_results_give_the_table_and_every_artifact(
     ]
     put_json(s3_client, s3_bucket, "out/lineage.json", {"job": {"arn": job.arn}, "outputs": outputs})
     rows = [benchmark_row("No EAGLE", 1, 100.0), benchmark_row("Trained EAGLE", 1, 180.0)]
-    put_json(s3_client, s3_bucket, "out/benchmark/results.json", {"rows": rows})
+    shortfalls = ["Trained EAGLE at concurrency 1: 3 of 4 requests measured (1 errored)"]
+    document = {"rows": rows, "request_shortfalls": shortfalls}
+    put_json(s3_client, s3_bucket, "out/benchmark/results.json", document)
     results = read_job_results(job, settings=settings, role=role_of(job))
     assert results.available is True
+    assert results.request_shortfalls == shortfalls
     assert [(a.path, a.uri) for a in results.artifacts] == [(outputs[0]["path"], outputs[0]["uri"])]
     table = [
         (r.configuration, r.output_throughput, r.tpot_ms, r.acceptance_length) for r in results.benchmark

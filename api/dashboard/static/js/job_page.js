@@ -181,6 +181,7 @@ export class JobPage {
       ),
       recommendationPanel(recommendation),
       benchmarkTable(rows),
+      requestShortfalls(results.RequestShortfalls || []),
       metricDefinitions(results.MetricDefinitions || {}),
       h("h3", {}, "Published artifacts"),
       h(
@@ -317,6 +318,12 @@ function benchmarkTable(rows) {
     h("thead", {}, h("tr", {}, columns.map(([title]) => h("th", {}, title)))),
     h("tbody", {}, rows.map((r) => h("tr", {}, columns.map(([, value]) => h("td", {}, value(r)))))),
   );
+}
+
+// The rows whose means stand on fewer requests than a level sent, and why, from results.json.
+function requestShortfalls(lines) {
+  if (lines.length === 0) return h("span", {});
+  return h("ul", { class: "shortfalls", id: "request-shortfalls" }, lines.map((line) => h("li", {}, line)));
 }
 
 // What each column means (TPOT and ITL as SageMaker's table means them), from results.json.
