@@ -11,9 +11,10 @@
 #      plain and with that head (K=3), the head's draft step at 1 and 8 sequences;
 #   4. the CUDA-only tests (tests/engine/test_engine_cuda.py).
 # Each step's time limit shrinks to what is left of DEADLINE seconds (default 560: the device
-# tool stops a command at 600), so a slow step costs the later ones, never the results so far.
-# ../shared/gpu/run.sh passes MINUTES=5 unless told otherwise: call it as `MINUTES=3 bash
-# .gpu/bin/run.sh`, or the build leaves little time for the engine table.
+# tool stops a command at 600), so a slow step costs the later ones, never the results so far;
+# the build leaves RESERVE seconds (240) to the rest, and MINUTES shrinks to fit that (run.sh
+# passes MINUTES=5, which becomes 3.3). OUT's summary and logs are rewritten after every step,
+# so a command stopped early still brings back what the finished steps measured.
 #
 #   PY=/path/to/python MINUTES=3 OUT=dir scripts/gpu-check.sh
 #
@@ -39,6 +40,8 @@ DEVICE=${DEVICE:-cuda}
 ROWS=${ROWS:-64 256}
 SELF_INSTRUCT=${SELF_INSTRUCT:-20000}
 DEADLINE=${DEADLINE:-560}
+# Seconds of DEADLINE the head build leaves to steps 2-4 (eval, engine table, CUDA tests).
+RESERVE=${RESERVE:-240}
 EVAL_LIMIT=${EVAL_LIMIT:-40}
 EVAL_TOKENS=${EVAL_TOKENS:-128}
 SPEED_TOKENS=${SPEED_TOKENS:-128}
@@ -67,17 +70,40 @@ print(f"gpu-check: torch {torch.__version__}, {where}")
 PYEOF
 test -f "$MODEL/config.json" || "$PY" -m trainer fetch-model smollm2-135m-instruct --out "$MODEL" || exit 1
 
-step() { echo "gpu-check: $* ($(date +%T), $((SECONDS - started_at)) s in)"; }
+# Each step first brings OUT up to date with the steps before it (report, below).
+step() { report; echo "gpu-check: $* ($(date +%T), $((SECONDS - started_at)) s in)"; }
 # Seconds a step may take: its own cap, or what is left before the deadline (at least 10).
 limit() { local left=$((DEADLINE - (SECONDS - started_at))); echo $(($1 < left ? $1 : (left > 10 ? left : 10))); }
 failed() { echo "gpu-check: $1 FAILED or over its time (see logs.txt)"; }
+# What comes back, rewritten after every step: if the device tool stops the command before the
+# end, OUT still holds the tables and logs of every step that finished.
+report() {
+    "$PY" scripts/gpu_check_summary.py "$WORK" "$OUT" "$HEAD" "$EVAL_LIMIT x $EVAL_TOKENS" \
+        > "$OUT/summary.md" 2> "$WORK/summary.log" || cat "$WORK/summary.log" >> "$OUT/summary.md"
+    for log in ship-imports ship eval engine_speed cuda_tests; do
+        if [ -s "$WORK/$log.log" ]; then echo "===== $log.log (last 40 lines)"; tail -40 "$WORK/$log.log"; fi
+    done > "$OUT/logs.txt"
+}
+
+# The build's wall budget plus ~2 minutes of loading, export and its own evaluation must leave
+# RESERVE seconds to the later steps; run.sh's default MINUTES=5 would not, so it shrinks.
+fitting=$(awk -v d="$DEADLINE" -v r="$RESERVE" 'BEGIN { m = int((d - r - 120) / 6) / 10; print (m < 0.2 ? 0.2 : m) }')
+if awk -v asked="$MINUTES" -v most="$fitting" 'BEGIN { exit !(asked > most) }'; then
+    echo "gpu-check: MINUTES=$MINUTES would leave steps 2-4 under $RESERVE s of $DEADLINE s: building for $fitting minutes"
+    MINUTES=$fitting
+fi
+# The build's own time limit, cut to leave RESERVE seconds before the deadline (at least 10).
+build_limit() {
+    local left=$((DEADLINE - RESERVE - (SECONDS - started_at)))
+    echo $(($1 < left ? $1 : (left > 10 ? left : 10)))
+}
 
 HEAD=""
 step "1. a ${MINUTES}-minute shipped-head build on $DEVICE (self-instruct only)"
 if [ "${SHIP:-1}" = 1 ] && "$PY" -c "import worker.shipped_head_build" 2> "$WORK/ship-imports.log"; then
     overrides="{\"device\": \"$DEVICE\", \"self_instruct_conversations\": $SELF_INSTRUCT, \"draft_vocab_size\": 8192}"
     note="gpu-check on $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "a CPU")')"
-    timeout "$(limit $((${MINUTES%.*} * 60 + 240)))" "$PY" -m cli.main base-heads ship --model-dir "$MODEL" \
+    timeout "$(build_limit $((${MINUTES%.*} * 60 + 240)))" "$PY" -m cli.main base-heads ship --model-dir "$MODEL" \
         --out "$CANDIDATE" --work-dir "$WORK/ship" --minutes "$MINUTES" --datasets --eval-prompts "$OPENERS" \
         --hardware-note "$note" --train-overrides "$overrides" > "$WORK/ship.log" 2>&1 || failed "the head build"
     test -f "$CANDIDATE/manifest.json" && HEAD="$CANDIDATE"
@@ -85,7 +111,7 @@ else
     # The ship build cannot import here (its log says why): a job's training run instead.
     echo "gpu-check: no ship build ($(tail -1 "$WORK/ship-imports.log" || true)); training with trainer train"
     "$PY" -m trainer prepare-data chitchat --out "$WORK/data" > /dev/null
-    timeout "$(limit $((${MINUTES%.*} * 60 + 120)))" "$PY" -m trainer train --model "$MODEL" --data "$WORK/data" \
+    timeout "$(build_limit $((${MINUTES%.*} * 60 + 120)))" "$PY" -m trainer train --model "$MODEL" --data "$WORK/data" \
         --out "$WORK/run" --no-resume --device "$DEVICE" --self-instruct-conversations "$SELF_INSTRUCT" \
         --time-budget-minutes "$MINUTES" --budget-clock wall --draft-vocab-size 8192 --export-dtype bfloat16 \
         --json > "$WORK/train.json" 2> "$WORK/ship.log" || failed "training"
@@ -122,50 +148,8 @@ else
 fi
 
 step "summary"
-"$PY" - "$WORK" "$OUT" "$HEAD" "$EVAL_LIMIT x $EVAL_TOKENS" <<'PYEOF' | tee "$OUT/summary.md"
-import json
-import sys
-from pathlib import Path
+cat "$OUT/summary.md"
 
-work, out, head, eval_shape = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def shown(*values: object) -> str:
-    return " / ".join(
-        (f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}") if isinstance(value, float) else str(value)
-        for value in values
-    )
-
-
-engine = work / "engine_speed.md"
-print(engine.read_text() if engine.is_file() and engine.read_text().strip() else "(no engine table)")
-manifest = read_json(Path(head) / "manifest.json") if head else {}
-train = read_json(work / "train.json")  # trainer train's report is flat
-summary = manifest.get("data", {}).get("summary") or train
-training = manifest.get("training") or train
-budget = manifest.get("budget") or train
-chat = manifest.get("evaluation", {})
-unlike = read_json(out / "eval.json")
-rows = [
-    ("head build", "base-heads ship" if manifest else ("trainer train" if head else "none")),
-    ("conversations distilled / seconds", shown(summary.get("regenerated_conversations"), summary.get("regeneration_seconds"))),
-    ("training steps / epochs / tokens/s", shown(training.get("steps"), training.get("epochs_completed"), budget.get("train_tokens_per_s"))),
-    (f"chit-chat openers ({chat.get('prompt_count', 0)} x {chat.get('max_new_tokens', 0)}): tau / speedup", shown(chat.get("tau"), chat.get("speedup"))),
-    (f"HumanEval + CHAMP ({eval_shape}, K=3): seconds", (work / "eval_seconds").read_text().strip()),
-    ("HumanEval + CHAMP: tau / speedup / token agreement", shown(unlike.get("tau"), unlike.get("speedup"), unlike.get("token_agreement"))),
-]
-print("| head figure | value |\n|---|---|")
-for name, value in rows:
-    print(f"| {name} | {value} |")
-PYEOF
-
-for log in ship-imports ship eval engine_speed cuda_tests; do
-    [ -s "$WORK/$log.log" ] && { echo "===== $log.log (last 40 lines)"; tail -40 "$WORK/$log.log"; }
-done > "$OUT/logs.txt"
 tail -3 "$WORK/cuda_tests.log"
 if [ -n "$HEAD" ]; then
     # 15 MB parts: the device tool brings back files of at most 16 MiB, and the head alone is ~20 MB.
