@@ -12,7 +12,7 @@ token agreement. Draft trees keep the exact runner (they fall back to a chain he
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import torch
 from transformers import PreTrainedModel
@@ -20,6 +20,7 @@ from transformers import PreTrainedModel
 from engine.feature_recorder import GenerationRecorder
 from engine.generation import batching_supported
 from engine.runner import SlotRunner, key_length_for, pool_positions
+from engine.slot_attention import SLOT_ATTENTION
 from engine.target import TargetOutput
 
 # The widest step after the prompt replayed as a CUDA graph: a verify of K <= 15 drafts (one
@@ -36,7 +37,12 @@ def slot_runner_wanted(model: PreTrainedModel, wanted: bool | None) -> bool:
 
 class SlotTargetRunner:
     """One sequence at a time on a one-slot pool; plain and speculative decoding each keep
-    their own runner (the speculative one records the head's features inside its graphs)."""
+    their own runner (the speculative one records the head's features inside its graphs).
+
+    The runners, their pools and graphs live as long as this object, but the model is the
+    slot pool's only inside ``session()``: between sessions it has its own attention back and
+    none of the recorder's hooks, so the caller's other work on it (a plain forward, a
+    training step's features, ``generate``) runs as if no runner existed."""
 
     def __init__(self, model: PreTrainedModel, aux_layer_ids: Sequence[int] | None = None) -> None:
         self.model = model
@@ -53,10 +59,11 @@ class SlotTargetRunner:
             if capture:
                 assert self.aux_layer_ids is not None
                 dtype = self.model.dtype
+                # Its hooks are on the model during sessions only (session()); graphs captured
+                # with them keep writing the features into their own output buffers.
                 recorder = GenerationRecorder(
                     self.model, self.aux_layer_ids, aux_dtype=dtype, final_dtype=dtype
                 )
-                recorder.__enter__()  # open for the runner's lifetime: its graphs hold the features
             runner = SlotRunner(self.model, slots=1, capacity=self._capacity, recorder=recorder, graph_rows=1)
             self._runners[capture] = runner
         return runner
@@ -65,11 +72,18 @@ class SlotTargetRunner:
     def session(self, *, capture: bool) -> Iterator[SlotTargetRunner]:
         if capture and self.aux_layer_ids is None:
             raise ValueError("feature capture needs the aux layer ids of a draft head")
-        self._runner, self._length = self._runner_for(capture), 0
-        try:
-            yield self
-        finally:
-            self._runner = None
+        previous = self.model.config._attn_implementation
+        with ExitStack() as model_lent:
+            model_lent.callback(self.model.set_attn_implementation, previous)
+            runner = self._runner_for(capture)  # a new runner switches the model's attention itself
+            self.model.set_attn_implementation(SLOT_ATTENTION)
+            if isinstance(runner.recorder, GenerationRecorder):
+                model_lent.enter_context(runner.recorder)
+            self._runner, self._length = runner, 0
+            try:
+                yield self
+            finally:
+                self._runner = None
 
     @property
     def length(self) -> int:

@@ -58,3 +58,31 @@ def test_accepted_runs_and_a_tree_request_on_the_slot_pool() -> None:
     # Trees need the exact runner: the slot pool verifies a chain of the tree's depth instead.
     tree = decoder.generate(PROMPT, max_new_tokens=32, tree=TreeShape.parse("3x2x4"))
     assert tree.token_ids == expected
+
+
+def test_the_target_is_the_callers_again_between_slot_pool_sessions() -> None:
+    """A GPU job runs speculative decoding and then, in the same process and on the same model,
+    plain transformers forwards (a training step's features, generate): between sessions the
+    model must have its own attention back and none of the recorder's hooks."""
+    target = tiny_target("LlamaForCausalLM")
+    attention = target.config._attn_implementation
+    expected = hf_greedy(target, PROMPT, 16)
+    decoder = SpeculativeDecoder(
+        target,
+        random_head(target),
+        num_speculative_tokens=3,
+        eos_token_ids=[],
+        slot_pool=True,
+        pack_weights=False,
+    )
+    first = decoder.generate(PROMPT, max_new_tokens=16)
+
+    assert target.config._attn_implementation == attention
+    layers = target.model.layers
+    assert not any(layer._forward_pre_hooks for layer in layers)
+    assert not target.model.norm._forward_hooks
+    assert hf_greedy(target, PROMPT, 16) == expected
+    # And the runner, its graphs and its recorder serve the next session as before.
+    assert decoder.generate(PROMPT, max_new_tokens=16).token_ids == first.token_ids
+    assert decoder.generate_plain(PROMPT, max_new_tokens=16).token_ids == first.token_ids
+    assert target.config._attn_implementation == attention
