@@ -105,6 +105,9 @@ class SlotRunner:
     def close(self) -> None:
         self.model.set_attn_implementation(self._previous_attention)
         self._packing.close()
+        # The graphs point back at this runner: without this cycle broken, the pool and the
+        # graphs' memory (GBs on a GPU at 256 rows) would wait for a full garbage collection.
+        self.graphs = None
 
     def forward(
         self,

@@ -6,6 +6,9 @@ replays real graphs where a GPU is present."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 
 from engine import runner as runner_module
@@ -98,3 +101,23 @@ def test_serving_decode_and_verify_steps_replay_graphs_over_the_slots_held(
     assert graphs._graphs
     assert all(slotted for _, _, _, slotted in graphs._graphs)
     assert 4 in {width for _, width, _, _ in graphs._graphs}
+
+
+def test_a_closed_runner_with_graphs_is_freed_without_waiting_for_the_garbage_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Distillation makes a runner, its pool and graphs per chunk (GBs on a GPU at 256 rows): the
+    graphs point back at their runner, so close() must break that cycle for reference counting
+    to free it at once."""
+    _graphs_on_the_cpu(monkeypatch)
+    target = tiny_target("LlamaForCausalLM")
+    runner = SlotRunner(target, slots=3, capacity=32, graph_rows=2)
+    assert runner.graphs is not None
+    alive = weakref.ref(runner)
+    gc.disable()
+    try:
+        runner.close()
+        del runner
+        assert alive() is None
+    finally:
+        gc.enable()
