@@ -4,6 +4,7 @@ greedy output agree with transformers' greedy decoding; rejected drafts roll bac
 from __future__ import annotations
 
 import pytest
+from transformers import PreTrainedModel
 
 from engine.drafting.batch_draft import SlotDrafter
 from engine.drafting.tree_draft import TreeShape
@@ -12,6 +13,18 @@ from speculative import SpeculativeDecoder
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9]
+
+
+def random_head_decoder(target: PreTrainedModel) -> SpeculativeDecoder:
+    """K=3 on the slot pool with a random head: nearly every draft is rejected and rolled back."""
+    return SpeculativeDecoder(
+        target,
+        random_head(target),
+        num_speculative_tokens=3,
+        eos_token_ids=[],
+        slot_pool=True,
+        pack_weights=False,
+    )
 
 
 def agreement(ours: list[int], reference: list[int]) -> float:
@@ -26,14 +39,7 @@ def test_plain_and_speculative_decoding_on_the_slot_pool_agree_with_greedy(archi
     assert isinstance(plain._target, SlotTargetRunner)
     assert agreement(plain.generate_plain(PROMPT, max_new_tokens=40).token_ids, expected) >= 0.99
     # A random head: nearly every draft is rejected, so every round rolls the pool back.
-    speculative = SpeculativeDecoder(
-        target,
-        random_head(target),
-        num_speculative_tokens=3,
-        eos_token_ids=[],
-        slot_pool=True,
-        pack_weights=False,
-    )
+    speculative = random_head_decoder(target)
     result = speculative.generate(PROMPT, max_new_tokens=40)
     assert agreement(result.token_ids, expected) >= 0.99
     assert result.proposed_per_step
@@ -67,14 +73,7 @@ def test_the_target_is_the_callers_again_between_slot_pool_sessions() -> None:
     target = tiny_target("LlamaForCausalLM")
     attention = target.config._attn_implementation
     expected = hf_greedy(target, PROMPT, 16)
-    decoder = SpeculativeDecoder(
-        target,
-        random_head(target),
-        num_speculative_tokens=3,
-        eos_token_ids=[],
-        slot_pool=True,
-        pack_weights=False,
-    )
+    decoder = random_head_decoder(target)
     first = decoder.generate(PROMPT, max_new_tokens=16)
 
     assert target.config._attn_implementation == attention
