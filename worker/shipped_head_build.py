@@ -58,6 +58,9 @@ class ShipOptions:
 
 def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -> dict[str, Any]:
     """Train, export, evaluate and describe the head; return its manifest (also written last)."""
+    # The code that builds the head is the checkout as it is now: a build takes an hour or more,
+    # and commits made meanwhile are not what ran.
+    version = code_version()
     data_dir = options.work_dir / "data"
     entries = prepare_builtin(options.datasets, data_dir)
     continuation = prepare_continuation(options.out_dir, options.work_dir) if options.continue_build else None
@@ -85,7 +88,7 @@ def ship_base_head(settings: Settings, options: ShipOptions, say: Say = print) -
         "format": "EAGLE-3 native head (config.json + model.safetensors), bfloat16",
         "rebuild": checkout_relative(options.command),
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "code_version": code_version(),
+        "code_version": version,
         "target": {"name": options.model_dir.name, "files": model_fingerprint(options.model_dir)},
         "recipe": _recipe(result, options),
         "data": {

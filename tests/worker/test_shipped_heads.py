@@ -25,8 +25,10 @@ from tests.worker.test_jobs_e2e import builtin_catalog
 from tests.worker.tiny_inputs import upload_directory
 from trainer.config import CUDA_GENERATION_ROWS, TrainConfig
 from trainer.file_digest import sha256_of
-from worker import shipped_heads
+from trainer.train import train
+from worker import shipped_head_build, shipped_heads
 from worker.artifacts import HeadInput
+from worker.code_version import code_version
 from worker.context import JobContext
 from worker.job_store import JobStore
 from worker.lineage import base_head_lineage
@@ -55,7 +57,24 @@ TINY = {"regenerate": False, "self_instruct_conversations": 0, "max_steps": 2, "
 def shipped(tiny_smollm2_target_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``eaglenest base-heads ship`` on a tiny budget: heads/<model>/ as the repository holds it."""
     root = tmp_path_factory.mktemp("shipped")
-    return _tiny_ship(tiny_smollm2_target_dir, root, continue_build=False)
+    # When the build reads its code version: before it trains (the manifest names the code
+    # that ran, not commits made during an hour-long build).
+    order: list[str] = []
+
+    def version() -> dict[str, Any]:
+        order.append("code version")
+        return code_version()
+
+    def train_after(config: TrainConfig, progress: Any) -> Any:
+        order.append("train")
+        return train(config, progress)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(shipped_head_build, "code_version", version)
+        patch.setattr(shipped_head_build, "train", train_after)
+        head = _tiny_ship(tiny_smollm2_target_dir, root, continue_build=False)
+    assert order == ["code version", "train"]
+    return head
 
 
 def _tiny_ship(model_dir: Path, root: Path, *, continue_build: bool) -> Path:
