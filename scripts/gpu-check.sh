@@ -72,8 +72,12 @@ test -f "$MODEL/config.json" || "$PY" -m trainer fetch-model smollm2-135m-instru
 
 # Each step first brings OUT up to date with the steps before it (report, below).
 step() { report; echo "gpu-check: $* ($(date +%T), $((SECONDS - started_at)) s in)"; }
-# Seconds a step may take: its own cap, or what is left before the deadline (at least 10).
-limit() { local left=$((DEADLINE - (SECONDS - started_at))); echo $(($1 < left ? $1 : (left > 10 ? left : 10))); }
+# Seconds a step may take: its own cap ($1), or what is left before the deadline less the seconds
+# ($2, default none) it must leave to later steps (at least 10).
+limit() {
+    local left=$((DEADLINE - ${2:-0} - (SECONDS - started_at)))
+    echo $(($1 < left ? $1 : (left > 10 ? left : 10)))
+}
 failed() { echo "gpu-check: $1 FAILED or over its time (see logs.txt)"; }
 # What comes back, rewritten after every step: if the device tool stops the command before the
 # end, OUT still holds the tables and logs of every step that finished.
@@ -92,18 +96,13 @@ if awk -v asked="$MINUTES" -v most="$fitting" 'BEGIN { exit !(asked > most) }'; 
     echo "gpu-check: MINUTES=$MINUTES would leave steps 2-4 under $RESERVE s of $DEADLINE s: building for $fitting minutes"
     MINUTES=$fitting
 fi
-# The build's own time limit, cut to leave RESERVE seconds before the deadline (at least 10).
-build_limit() {
-    local left=$((DEADLINE - RESERVE - (SECONDS - started_at)))
-    echo $(($1 < left ? $1 : (left > 10 ? left : 10)))
-}
 
 HEAD=""
 step "1. a ${MINUTES}-minute shipped-head build on $DEVICE (self-instruct only)"
 if [ "${SHIP:-1}" = 1 ] && "$PY" -c "import worker.shipped_head_build" 2> "$WORK/ship-imports.log"; then
     overrides="{\"device\": \"$DEVICE\", \"self_instruct_conversations\": $SELF_INSTRUCT, \"draft_vocab_size\": 8192}"
     note="gpu-check on $("$PY" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "a CPU")')"
-    timeout "$(build_limit $((${MINUTES%.*} * 60 + 240)))" "$PY" -m cli.main base-heads ship --model-dir "$MODEL" \
+    timeout "$(limit $((${MINUTES%.*} * 60 + 240)) "$RESERVE")" "$PY" -m cli.main base-heads ship --model-dir "$MODEL" \
         --out "$CANDIDATE" --work-dir "$WORK/ship" --minutes "$MINUTES" --datasets --eval-prompts "$OPENERS" \
         --hardware-note "$note" --train-overrides "$overrides" > "$WORK/ship.log" 2>&1 || failed "the head build"
     test -f "$CANDIDATE/manifest.json" && HEAD="$CANDIDATE"
@@ -111,7 +110,7 @@ else
     # The ship build cannot import here (its log says why): a job's training run instead.
     echo "gpu-check: no ship build ($(tail -1 "$WORK/ship-imports.log" || true)); training with trainer train"
     "$PY" -m trainer prepare-data chitchat --out "$WORK/data" > /dev/null
-    timeout "$(build_limit $((${MINUTES%.*} * 60 + 120)))" "$PY" -m trainer train --model "$MODEL" --data "$WORK/data" \
+    timeout "$(limit $((${MINUTES%.*} * 60 + 120)) "$RESERVE")" "$PY" -m trainer train --model "$MODEL" --data "$WORK/data" \
         --out "$WORK/run" --no-resume --device "$DEVICE" --self-instruct-conversations "$SELF_INSTRUCT" \
         --time-budget-minutes "$MINUTES" --budget-clock wall --draft-vocab-size 8192 --export-dtype bfloat16 \
         --json > "$WORK/train.json" 2> "$WORK/ship.log" || failed "training"
