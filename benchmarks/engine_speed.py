@@ -15,7 +15,10 @@ Rows of the table:
   (K=3) with ``--head`` (the shipped head by default; the slot-pool target on CUDA, the exact
   packed target elsewhere);
 - the head's draft step (``BatchDrafter``, K=3, 200 entries cached per sequence) for 1 and 8
-  sequences, ms: one head forward per chain step for the whole batch.
+  sequences, ms: one head forward per chain step for the whole batch;
+- one layer's attention over the slot pool at the largest ``--rows`` (a decode step, and a K=3
+  verification), ms, both ways ``engine.grouped_attention`` can run it: the query's groups
+  folded into its length (a GPU's default) and SDPA's ``enable_gqa`` (a CPU's).
 Run it on a quiet machine; the first CUDA step of each shape includes its graph capture, so
 each figure is taken after a warm-up.
 """
@@ -34,10 +37,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.generation import generate_batched
+from engine.grouped_attention import fold_mask, grouped_attention
 from engine.heads.export import load_head
 from engine.heads.model import Eagle3DraftModel
 from engine.packed_generation import Recording
 from engine.sampling import SamplingParams
+from engine.slot_attention import visible_keys
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from speculative import SpeculativeDecoder
 from trainer.data.builtin import load_builtin
@@ -203,6 +208,30 @@ def draft_step_ms(head: Eagle3DraftModel, vocab_size: int, sequences: int, devic
     return statistics.median(times[5:])
 
 
+def attention_ms(model: PreTrainedModel, rows: int, queries: int, keys: int, *, fold: bool) -> float:
+    """Median ms of one layer's masked grouped-query attention over ``keys`` cached positions a
+    row (rows at different lengths), its folded mask made once as a slot step makes it."""
+    config = model.config
+    heads, kv_heads = int(config.num_attention_heads), int(config.num_key_value_heads)
+    dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
+    device, dtype = model.device, model.dtype
+    query = torch.randn(rows, heads, queries, dim, device=device, dtype=dtype)
+    key, value = (torch.randn(rows, kv_heads, keys, dim, device=device, dtype=dtype) for _ in range(2))
+    last = torch.randint(queries, keys - 1, (rows, 1), device=model.device)
+    positions = last - torch.arange(queries - 1, -1, -1, device=model.device).view(1, queries)
+    mask = visible_keys(positions, keys)
+    folded = fold_mask(mask, heads // kv_heads) if fold else None
+    times = []
+    with torch.inference_mode():
+        for _ in range(25):
+            synchronize(model.device)
+            started = time.perf_counter()
+            grouped_attention(query, key, value, mask, None, folded_mask=folded, fold=fold)
+            synchronize(model.device)
+            times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times[5:])
+
+
 def main() -> None:
     args = parse_args()
     if args.threads:
@@ -232,6 +261,13 @@ def main() -> None:
         )
     serving = serving_tokens_per_s(model, prompts, tokens)
     print(f"| serving engine, plain, 8 concurrent, 16 × {tokens} tokens | {serving:,.1f} output tokens/s |")
+    rows = max(args.rows)
+    for queries in (1, 4):
+        folded, kept = (attention_ms(model, rows, queries, 1024, fold=fold) for fold in (True, False))
+        print(
+            f"| one layer's attention, {rows} rows × {queries} queries over 1,024 keys "
+            f"| groups folded {folded:.3f} ms, SDPA's enable_gqa {kept:.3f} ms |"
+        )
     if not (args.head / "config.json").exists():
         print(f"| serving engine and draft step with a head | no head at {args.head} |")
         return

@@ -6,8 +6,9 @@ slot, the longest joining prompt for a prefill. Each layer writes the batch's ne
 values into the pool at their device-side positions, then attends with one
 ``scaled_dot_product_attention`` call over the pool's first ``key_length`` positions, under a
 boolean mask that lets query ``q`` of row ``b`` see keys ``k <= position[b, q]`` (and, in a
-sliding-window layer, ``k > position - window``). SDPA's GQA path reads the shared key/value
-heads in place instead of repeating them. The mask is built once per step, not per layer.
+sliding-window layer, ``k > position - window``). Grouped key/value heads are read in place,
+never repeated (``engine.grouped_attention``: SDPA's GQA on a CPU, the query's groups folded
+into its length on a GPU). The mask is built once per step, not per layer.
 
 Unlike ``engine.packed_attention`` this is not bit-exact with batch-1 decoding: the
 key length and the batch change the reduction order in the last bits. Callers that promise
@@ -23,14 +24,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional
 from transformers import AttentionInterface
 
+from engine.grouped_attention import fold_mask, folds_query_groups, grouped_attention
 from engine.kv_pool import SlotKVPool
 
 SLOT_ATTENTION = "eaglenest_slots"
@@ -43,7 +44,9 @@ class SlotStep:
     ``rows`` [B, 1]: the slot of each batch row. ``write_positions`` [B, Q]: the position of
     each new token (the pool's scratch position for padding). ``masks`` maps a layer's
     sliding window (None: full attention) to its boolean mask [B, 1, Q, key_length].
-    ``contiguous``: row b is slot b, so the pool is read as a view instead of gathered."""
+    ``contiguous``: row b is slot b, so the pool is read as a view instead of gathered.
+    ``folded_masks``: the masks folded for grouped queries (``engine.grouped_attention``),
+    made by the step's first layer that needs one and read by the others."""
 
     pool: SlotKVPool
     rows: torch.Tensor
@@ -51,6 +54,14 @@ class SlotStep:
     key_length: int
     masks: dict[int | None, torch.Tensor]
     contiguous: bool
+    folded_masks: dict[tuple[int | None, int], torch.Tensor] = field(default_factory=dict)
+
+    def folded_mask(self, window: int | None, groups: int) -> torch.Tensor:
+        """The mask of ``window``'s layers for queries folded ``groups`` times."""
+        key = (window, groups)
+        if key not in self.folded_masks:
+            self.folded_masks[key] = fold_mask(self.masks[window], groups)
+        return self.folded_masks[key]
 
 
 def visible_keys(query_positions: torch.Tensor, key_length: int, window: int | None = None) -> torch.Tensor:
@@ -108,8 +119,11 @@ def slot_attention(
     if kwargs.get("s_aux") is not None:
         output = eager_attention_with_sinks(module, query.to(keys.dtype), keys, values, mask, kwargs)
         return output.to(query.dtype), None
-    output = functional.scaled_dot_product_attention(
-        query.to(keys.dtype), keys, values, attn_mask=mask, scale=kwargs.get("scaling"), enable_gqa=True
+    fold = folds_query_groups(query.device)
+    groups = query.shape[1] // keys.shape[1]
+    folded = step.folded_mask(window, groups) if fold and groups > 1 else None
+    output = grouped_attention(
+        query.to(keys.dtype), keys, values, mask, kwargs.get("scaling"), folded_mask=folded, fold=fold
     )
     return output.transpose(1, 2).contiguous().to(query.dtype), None
 

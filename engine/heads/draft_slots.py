@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.grouped_attention import grouped_attention
 from engine.kv_pool import SlotKVPool
 from engine.slot_attention import visible_keys
 
@@ -53,9 +54,7 @@ class HeadSlotStep:
         slots = self.rows[:, 0]
         seen_keys = keys[slots, :, : self.key_length]
         seen_values = values[slots, :, : self.key_length]
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q.to(keys.dtype), seen_keys, seen_values, attn_mask=self.mask, scale=scale, enable_gqa=True
-        )
+        out = grouped_attention(q.to(keys.dtype), seen_keys, seen_values, self.mask, scale)
         return out.to(q.dtype)
 
 
