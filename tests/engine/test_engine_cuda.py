@@ -11,9 +11,11 @@ import torch
 
 from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.generation import generate_batched
+from engine.grouped_attention import grouped_attention
 from engine.packed_generation import Recording
 from engine.runner import SlotRunner
 from engine.sampling import SamplingParams
+from engine.slot_attention import visible_keys
 from engine.transfers import int_tables_to
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from tests.speculative.engine_doubles import hf_greedy, random_head, tiny_target
@@ -25,6 +27,22 @@ pytestmark = [
 ]
 VOCAB = 96
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0)
+
+
+def test_the_memory_efficient_kernel_takes_a_masked_call_with_folded_groups() -> None:
+    # SmolLM2's 9 query heads over 3 key/value heads, in bf16: SDPA's math kernel is the only
+    # one that takes a mask with enable_gqa; folded, the memory-efficient kernel runs it.
+    from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415 - CUDA-only test
+
+    query = torch.randn(16, 9, 4, 64, device="cuda", dtype=torch.bfloat16)
+    keys, values = (torch.randn(16, 3, 256, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    last = torch.randint(4, 255, (16, 1), device="cuda")
+    mask = visible_keys(last - torch.arange(3, -1, -1, device="cuda").view(1, 4), 256)
+    with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
+        folded = grouped_attention(query, keys, values, mask, None, fold=True)
+    with sdpa_kernel([SDPBackend.MATH]):
+        reference = grouped_attention(query, keys, values, mask, None, fold=False)
+    torch.testing.assert_close(folded.float(), reference.float(), atol=2e-2, rtol=2e-2)
 
 
 def test_a_replayed_decode_graph_equals_the_eager_step() -> None:
