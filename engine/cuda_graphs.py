@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DISABLE = "EAGLENEST_CUDA_GRAPHS"  # set to 0 to decode eagerly on CUDA too
+# The widest step captured, in tokens a row: decode, verify and a draft proposal's new entries.
+# A wider one (a prompt joining) runs eagerly: every width is a graph of its own.
+GRAPHED_WIDTH = 16
 
 
 def graphs_enabled(device: torch.device) -> bool:

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel
 
+from engine.cuda_graphs import GRAPHED_WIDTH
 from engine.replies import FeatureRecorder
 from engine.runner import SlotRunner, key_length_for, pad_rows
 from engine.segments import Segment, SegmentOutput, check_keep
-from engine.slot_target_runner import GRAPHED_WIDTH
 from engine.transfers import int_tables_to
 
 

@@ -17,15 +17,12 @@ from contextlib import ExitStack, contextmanager
 import torch
 from transformers import PreTrainedModel
 
+from engine.cuda_graphs import GRAPHED_WIDTH
 from engine.feature_recorder import GenerationRecorder
 from engine.generation import batching_supported
 from engine.runner import SlotRunner, key_length_for, pool_positions
 from engine.slot_attention import SLOT_ATTENTION
 from engine.target import TargetOutput
-
-# The widest step after the prompt replayed as a CUDA graph: a verify of K <= 15 drafts (one
-# graph per K); prompts, and anything wider, run eagerly.
-GRAPHED_WIDTH = 16
 
 
 def slot_runner_wanted(model: PreTrainedModel, wanted: bool | None) -> bool:

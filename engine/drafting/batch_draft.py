@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.drafting.chain_graphs import chain_graphs_for, chain_step, greedy_chain
+from engine.cuda_graphs import GRAPHED_WIDTH
 from engine.drafting.draft import Proposal, choose_draft, draft_to_target_table, in_head_dtype, to_target
+from engine.drafting.proposal_graphs import FirstInputs, chain_step, greedy_proposal, proposal_graphs_for
 from engine.heads.draft_slots import DraftSlots
 from engine.heads.model import Eagle3DraftModel
 from engine.heads.peagle import PEagleDraftModel
@@ -69,17 +70,6 @@ class _Layout:
         return [start + new for start, new in zip(self.starts, self.new, strict=True)]
 
 
-@dataclass(frozen=True, slots=True)
-class _FirstForward:
-    """The first forward's output [B, Q, H] and the device side of its layout."""
-
-    out: torch.Tensor
-    rows: torch.Tensor  # [B, 1] each row's slot
-    positions: torch.Tensor  # [B, Q]
-    last: torch.Tensor  # [B] each row's newest entry built from a feature
-    extra: torch.Tensor  # [B] each row's mask slots (P-EAGLE)
-
-
 class BatchDrafter:
     """Runs ``head`` for up to ``max_sequences`` sequences, each in a slot of one pool."""
 
@@ -88,7 +78,7 @@ class BatchDrafter:
         self.target_vocab_size = target_vocab_size
         self.draft_to_target = draft_to_target_table(head)
         self.slots = DraftSlots(max_sequences, self.draft_to_target.device)
-        self._graphs = chain_graphs_for(head, self.slots, self.draft_to_target)
+        self._graphs = proposal_graphs_for(head, self.slots, self.draft_to_target)
 
     def propose(self, requests: Sequence[DraftRequest]) -> list[Proposal]:
         """Add each request's entries to its slot, then draft its ``num_tokens`` tokens."""
@@ -100,47 +90,13 @@ class BatchDrafter:
             raise ValueError("two requests share a draft slot")
         parallel = isinstance(self.head, PEagleDraftModel)
         layout = self._layout(requests, parallel)
-        first = self._first_forward(requests, layout)
-        committed = layout.committed
-        for request, length in zip(requests, committed, strict=True):
-            self.slots.commit(request.slot, length)
-        out = first.out
-        batch = torch.arange(len(requests), device=out.device)
-        drafts: list[torch.Tensor] = []
         probs: list[list[torch.Tensor]] = [[] for _ in requests]
-        if parallel:
-            # The newest entry and the mask slots after it give every draft at once.
-            offsets = torch.arange(layout.longest_chain, device=out.device)
-            columns = first.last[:, None] + torch.minimum(offsets[None, :], first.extra[:, None])
-            logits = self.head.compute_logits(out[batch[:, None], columns])  # [B, K, V]
-            drafts = [
-                self._choose(logits[:, step], requests, step, probs) for step in range(layout.longest_chain)
-            ]
+        if not parallel and all(request.params.greedy for request in requests):
+            tokens = self._greedy(requests, layout)
         else:
-            # Each row's newest entry drafts its first token; the chain goes on from there.
-            prenorm = out[batch, first.last]  # [B, H]
-            drafts.append(self._choose(self.head.compute_logits(prenorm), requests, 0, probs))
-            chain_positions = first.positions[batch, first.last][:, None]
-            steps = layout.longest_chain - 1
-            if steps and all(request.params.greedy for request in requests):
-                drafts.append(
-                    self._greedy_chain(drafts[0], prenorm, first.rows, chain_positions, steps, committed)
-                )
-            else:
-                for step in range(1, steps + 1):
-                    chain_positions = chain_positions + 1
-                    prenorm, logits = chain_step(
-                        self.head,
-                        self.slots,
-                        drafts[-1],
-                        prenorm,
-                        first.rows,
-                        chain_positions,
-                        max(committed) + step,
-                    )
-                    drafts.append(self._choose(logits, requests, step, probs))
-        # [B, longest chain]: one [B] tensor per step, or the first and the greedy chain's [B, K-1].
-        tokens = torch.cat([draft.view(len(requests), -1) for draft in drafts], dim=1)
+            tokens = self._step_by_step(requests, layout, probs)
+        for request, length in zip(requests, layout.committed, strict=True):
+            self.slots.commit(request.slot, length)
         return [
             Proposal(
                 token_ids=tokens[row, : request.num_tokens],
@@ -149,35 +105,78 @@ class BatchDrafter:
             for row, request in enumerate(requests)
         ]
 
-    def _greedy_chain(  # noqa: PLR0917 - the chain's state after the first forward
-        self,
-        tokens: torch.Tensor,
-        prenorm: torch.Tensor,
-        rows: torch.Tensor,
-        positions: torch.Tensor,
-        steps: int,
-        committed: list[int],
-    ) -> torch.Tensor:
-        """The chain's later drafts [B, steps] when every row is greedy: one graph replay on a
-        GPU (``chain_graphs``), the same steps eagerly elsewhere or when capture failed."""
-        key_length = max(committed) + steps
-        if self._graphs is not None and not self._graphs.broken:
+    def _greedy(self, requests: Sequence[DraftRequest], layout: _Layout) -> torch.Tensor:
+        """Every row's drafts [B, longest chain] when all are greedy (``greedy_proposal``): one
+        graph replay on a GPU, the same function eagerly elsewhere, for a joining prompt's
+        entries, or when capture failed."""
+        steps = layout.longest_chain - 1
+        key_length = max(layout.committed) + steps
+        # A proposal of a prompt's worth of new entries (a sequence joining) runs eagerly.
+        if self._graphs is not None and not self._graphs.broken and layout.width <= GRAPHED_WIDTH:
             try:
-                return self._graphs.run(tokens, prenorm, rows, positions, steps=steps, key_length=key_length)
+                keys = self._graphs.keys_for(key_length)
+                return self._graphs.run(self._first_inputs(requests, layout), steps=steps, keys=keys)
             except RuntimeError:
-                logger.exception("capturing the draft chain failed; drafting eagerly from now on")
+                logger.exception("capturing a greedy proposal failed; drafting eagerly from now on")
                 self._graphs.broken = True
-        return greedy_chain(
+        inputs = self._first_inputs(requests, layout)
+        return greedy_proposal(
             self.head,
             self.slots,
             self.draft_to_target,
-            tokens,
-            prenorm,
-            rows,
-            positions,
+            inputs.ids,
+            inputs.features,
+            inputs.positions,
+            inputs.rows,
+            inputs.last,
             steps=steps,
             key_length=key_length,
         )
+
+    def _step_by_step(
+        self, requests: Sequence[DraftRequest], layout: _Layout, probs: list[list[torch.Tensor]]
+    ) -> torch.Tensor:
+        """Every row's drafts [B, longest chain], a head forward and a choice at a time: sampled
+        rows draw from their own generators (their distributions go to ``probs``); a P-EAGLE
+        head drafts them all from its first forward."""
+        inputs = self._first_inputs(requests, layout)
+        hidden = self.head.fuse(inputs.features)  # [B, Q, H]
+        if isinstance(self.head, PEagleDraftModel) and any(layout.extra):
+            cells = torch.arange(layout.width, device=hidden.device)[None, :]
+            newest = inputs.last[:, None]
+            masked = (cells > newest) & (cells <= newest + inputs.extra[:, None])
+            mask_ids, mask_hidden = self.head.mask_inputs(1, dtype=hidden.dtype)
+            hidden = torch.where(masked[..., None], mask_hidden[0], hidden)
+            ids = torch.where(masked, mask_ids[0], inputs.ids)
+        else:
+            ids = inputs.ids
+        key_length = max(
+            start + new + extra
+            for start, new, extra in zip(layout.starts, layout.new, layout.extra, strict=True)
+        )
+        out = self.head.forward_slots(ids, hidden, self.slots.step(inputs.rows, inputs.positions, key_length))
+        batch = torch.arange(len(requests), device=out.device)
+        if isinstance(self.head, PEagleDraftModel):
+            # The newest entry and the mask slots after it give every draft at once.
+            offsets = torch.arange(layout.longest_chain, device=out.device)
+            columns = inputs.last[:, None] + torch.minimum(offsets[None, :], inputs.extra[:, None])
+            logits = self.head.compute_logits(out[batch[:, None], columns])  # [B, K, V]
+            drafts = [
+                self._choose(logits[:, step], requests, step, probs) for step in range(layout.longest_chain)
+            ]
+            return torch.stack(drafts, dim=1)
+        # Each row's newest entry drafts its first token; the chain goes on from there.
+        prenorm = out[batch, inputs.last]  # [B, H]
+        drafts = [self._choose(self.head.compute_logits(prenorm), requests, 0, probs)]
+        chain_positions = inputs.positions[batch, inputs.last][:, None]
+        committed = max(layout.committed)
+        for step in range(1, layout.longest_chain):
+            chain_positions = chain_positions + 1
+            prenorm, logits = chain_step(
+                self.head, self.slots, drafts[-1], prenorm, inputs.rows, chain_positions, committed + step
+            )
+            drafts.append(self._choose(logits, requests, step, probs))
+        return torch.stack(drafts, dim=1)
 
     def _layout(self, requests: Sequence[DraftRequest], parallel: bool) -> _Layout:
         starts = [self.slots.length(request.slot) for request in requests]
@@ -199,54 +198,35 @@ class BatchDrafter:
         self.slots.pool.ensure_positions(furthest)
         return layout
 
-    def _first_forward(self, requests: Sequence[DraftRequest], layout: _Layout) -> _FirstForward:
-        """The padded forward adding every row's new entries (and P-EAGLE mask slots)."""
+    def _first_inputs(self, requests: Sequence[DraftRequest], layout: _Layout) -> FirstInputs:
+        """The padded batch of the first forward: every row's new entries (and, after them, the
+        cells of its P-EAGLE mask slots, whose inputs the caller puts in)."""
         batch, width = len(requests), layout.width
         # The layout on the host, copied to the device in one transfer with the new token ids:
-        # the row and column of each feature entry and each mask slot, the position of every
-        # cell of the padded batch (the pool's scratch for padding), each row's slot, newest
-        # entry and mask count.
-        entries: tuple[list[int], list[int]] = ([], [])
-        masks: tuple[list[int], list[int]] = ([], [])
+        # the row and column of each feature entry, the position of every cell of the padded
+        # batch (the pool's scratch for padding), each row's slot, newest entry and mask count.
+        entry_rows: list[int] = []
+        entry_columns: list[int] = []
         grid = [self.slots.pool.scratch] * (batch * width)
-        for row, (start, new, extra) in enumerate(zip(layout.starts, layout.new, layout.extra, strict=True)):
-            for column in range(new + extra):
-                kind = entries if column < new else masks
-                kind[0].append(row)
-                kind[1].append(column)
+        for row, (start, new, masks) in enumerate(zip(layout.starts, layout.new, layout.extra, strict=True)):
+            entry_rows += [row] * new
+            entry_columns += range(new)
+            for column in range(new + masks):
                 grid[row * width + column] = start + column
         slots = [request.slot for request in requests]
         newest = [new - 1 for new in layout.new]
         new_ids = [token for request in requests for token in request.next_token_ids]
-        (
-            new_ids_on_device,
-            entry_rows,
-            entry_columns,
-            mask_rows,
-            mask_columns,
-            cells,
-            rows,
-            last,
-            mask_counts,
-        ) = int_tables_to(self.slots.device, new_ids, *entries, *masks, grid, slots, newest, layout.extra)
-        positions, rows = cells.view(batch, width), rows.view(batch, 1)
-
-        features = in_head_dtype(self.head, torch.cat([request.aux_hidden_states for request in requests]))
-        fused = self.head.fuse(features)  # [N, H] for the entries built from features
-        hidden = fused.new_zeros(batch, width, fused.shape[-1])
-        hidden[entry_rows, entry_columns] = fused
-        ids = torch.zeros(batch, width, dtype=torch.long, device=fused.device)
-        ids[entry_rows, entry_columns] = new_ids_on_device
-        if isinstance(self.head, PEagleDraftModel) and masks[0]:
-            mask_ids, mask_hidden = self.head.mask_inputs(1, dtype=features.dtype)
-            hidden[mask_rows, mask_columns] = mask_hidden[0]
-            ids[mask_rows, mask_columns] = mask_ids[0]
-        key_length = max(
-            start + new + extra
-            for start, new, extra in zip(layout.starts, layout.new, layout.extra, strict=True)
+        (new_ids_on_device, rows_of_entries, columns_of_entries, cells, rows, last, mask_counts) = (
+            int_tables_to(
+                self.slots.device, new_ids, entry_rows, entry_columns, grid, slots, newest, layout.extra
+            )
         )
-        out = self.head.forward_slots(ids, hidden, self.slots.step(rows, positions, key_length))
-        return _FirstForward(out, rows, positions, last, mask_counts)
+        entries = in_head_dtype(self.head, torch.cat([request.aux_hidden_states for request in requests]))
+        features = entries.new_zeros(batch, width, entries.shape[-1])
+        features[rows_of_entries, columns_of_entries] = entries
+        ids = torch.zeros(batch, width, dtype=torch.long, device=entries.device)
+        ids[rows_of_entries, columns_of_entries] = new_ids_on_device
+        return FirstInputs(ids, features, cells.view(batch, width), rows.view(batch, 1), last, mask_counts)
 
     def _choose(
         self,

@@ -123,7 +123,7 @@ def test_the_batch_drafter_on_cuda_drafts_what_it_drafts_on_the_cpu() -> None:
     assert same / 24 >= 0.9
 
 
-def test_a_replayed_draft_chain_drafts_what_the_eager_chain_drafts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_replayed_greedy_proposal_drafts_what_the_eager_one_drafts(monkeypatch: pytest.MonkeyPatch) -> None:
     target = tiny_target("LlamaForCausalLM")
     head = random_head(target, seed=4).to("cuda")
     vocab, width = int(target.config.vocab_size), 3 * int(target.config.hidden_size)
@@ -150,6 +150,7 @@ def test_a_replayed_draft_chain_drafts_what_the_eager_chain_drafts(monkeypatch: 
                 drafts[name] += [proposal.token_ids.tolist() for proposal in drafter.propose(requests)]
     assert graphed._graphs is not None
     assert not graphed._graphs.broken
+    assert graphed._graphs.captures == 3  # one a width: 7, 2 and 3 new entries
     same = sum(
         a == b
         for x, y in zip(drafts["graphed"], drafts["eager"], strict=True)

@@ -1,6 +1,6 @@
-"""A captured draft chain's bookkeeping, on a CPU: buckets, padding rows, static inputs and
-recapture after the pool grows. A stand-in "capture" runs the chain eagerly on replay, so
-what is checked is everything around the CUDA graph (tests/engine/test_engine_cuda.py
+"""A captured greedy proposal's bookkeeping, on a CPU: buckets, padding rows, static inputs
+and recapture after the pool grows. A stand-in "capture" runs the proposal eagerly on replay,
+so what is checked is everything around the CUDA graph (tests/engine/test_engine_cuda.py
 replays real graphs where a GPU is present)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from engine.drafting.batch_draft import BatchDrafter, DraftRequest
-from engine.drafting.chain_graphs import ChainGraphs
+from engine.drafting.proposal_graphs import ProposalGraphs
 from engine.heads import draft_slots
 from engine.sampling import SamplingParams
 from tests.engine.eager_capture import eager_capture
@@ -19,13 +19,14 @@ from tests.speculative.engine_doubles import random_head, tiny_target
 
 
 def _rounds(drafter: BatchDrafter, hidden: int, vocab: int) -> list[list[int]]:
-    """Rounds over different slots and lengths: 6 short sequences (bucket A); 3 of them made
-    long (bucket B; the pool grows if it must); the other 3, short (bucket A again, its rows
-    past 3 left from the first round, whose slots have since moved on); all 6."""
+    """Rounds over different slots and lengths: 6 sequences of 3 new entries (bucket A); 3 of
+    them given 140 (a prompt's worth: eager, and the pool grows if it must); the other 3, 3
+    new entries again (bucket A, its rows past 3 left from the first round, whose slots have
+    since moved on); all 6, one new entry each (bucket B)."""
     generator = torch.Generator().manual_seed(1)
     slots = [drafter.slots.acquire() for _ in range(6)]
     drafts: list[list[int]] = []
-    for members, new in ((slots, 3), (slots[3:], 140), (slots[:3], 2), (slots, 1)):
+    for members, new in ((slots, 3), (slots[3:], 140), (slots[:3], 3), (slots, 1)):
         requests = [
             DraftRequest(
                 slot,
@@ -43,7 +44,7 @@ def _rounds(drafter: BatchDrafter, hidden: int, vocab: int) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("first_positions", [1024, 8])
-def test_replayed_chains_draft_what_eager_chains_draft(
+def test_replayed_proposals_draft_what_eager_proposals_draft(
     first_positions: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(draft_slots, "_INITIAL_POSITIONS", first_positions)
@@ -51,7 +52,7 @@ def test_replayed_chains_draft_what_eager_chains_draft(
     head = random_head(target, seed=4)
     vocab, hidden = int(target.config.vocab_size), int(target.config.hidden_size)
     graphed = BatchDrafter(head, vocab, max_sequences=6)
-    graphs = ChainGraphs(head, graphed.slots, graphed.draft_to_target, capture=eager_capture)
+    graphs = ProposalGraphs(head, graphed.slots, graphed.draft_to_target, capture=eager_capture)
     graphed._graphs = graphs
 
     replayed = _rounds(graphed, hidden, vocab)
@@ -69,15 +70,16 @@ def test_replayed_chains_draft_what_eager_chains_draft(
             strict=True,
         ):
             torch.testing.assert_close(kept[slot, :, :length], reference[slot, :, :length])
-    # Buckets A (6 rows, 3 steps, 64 keys) and B (6, 3, 256). A pool of 8 positions grows to
-    # 512 for B, so A is captured again when the short sequences come back; one of 1024 never
-    # grows, and A's capture is replayed.
+    # Buckets A (6 rows of 3 entries, 3 chain steps, 64 keys) and B (6 rows of 1, 3, 256); the
+    # 140-entry round runs eagerly. A pool of 8 positions grows on the way (to 512 for B), so A
+    # is captured again when its sequences come back; one of 1024 never grows, and A's capture
+    # is replayed.
     assert graphs.captures == (2 if first_positions == 1024 else 3)
     assert graphed.slots.pool.capacity == max(first_positions, 512)
     assert not graphs.broken
 
 
-def test_a_chain_that_cannot_be_captured_is_drafted_eagerly() -> None:
+def test_a_proposal_that_cannot_be_captured_is_drafted_eagerly() -> None:
     target = tiny_target("LlamaForCausalLM")
     head = random_head(target, seed=4)
     vocab, hidden = int(target.config.vocab_size), int(target.config.hidden_size)
@@ -86,7 +88,7 @@ def test_a_chain_that_cannot_be_captured_is_drafted_eagerly() -> None:
         raise RuntimeError("operation not permitted when stream is capturing")
 
     drafter = BatchDrafter(head, vocab, max_sequences=6)
-    drafter._graphs = ChainGraphs(head, drafter.slots, drafter.draft_to_target, capture=failing_capture)
+    drafter._graphs = ProposalGraphs(head, drafter.slots, drafter.draft_to_target, capture=failing_capture)
 
     drafted = _rounds(drafter, hidden, vocab)
 
