@@ -121,16 +121,7 @@ class BatchDrafter:
                 self._graphs.broken = True
         inputs = self._first_inputs(requests, layout)
         return greedy_proposal(
-            self.head,
-            self.slots,
-            self.draft_to_target,
-            inputs.ids,
-            inputs.features,
-            inputs.positions,
-            inputs.rows,
-            inputs.last,
-            steps=steps,
-            key_length=key_length,
+            self.head, self.slots, self.draft_to_target, inputs, steps=steps, key_length=key_length
         )
 
     def _step_by_step(

@@ -49,24 +49,20 @@ class FirstInputs:
     extra: torch.Tensor
 
 
-def greedy_proposal(  # noqa: PLR0917 - the proposal's inputs, each a tensor a graph keeps
+def greedy_proposal(
     head: Eagle3DraftModel,
     slots: DraftSlots,
     draft_to_target: torch.Tensor,
-    ids: torch.Tensor,
-    features: torch.Tensor,
-    positions: torch.Tensor,
-    rows: torch.Tensor,
-    last: torch.Tensor,
+    inputs: FirstInputs,
     *,
     steps: int,
     key_length: int,
 ) -> torch.Tensor:
-    """1 + ``steps`` greedy drafts [B, 1 + steps] (target ids) from the first forward over
-    ``ids``/``features``/``positions`` [B, Q] of slots ``rows`` [B, 1] (``FirstInputs``) and
-    the chain after each row's newest entry ``last`` [B]. Every forward attends over the
+    """1 + ``steps`` greedy drafts [B, 1 + steps] (target ids): the first forward over
+    ``inputs``, then the chain after each row's newest entry. Every forward attends over the
     first ``key_length`` keys (masked to each row's own past)."""
-    out = head.forward_slots(ids, head.fuse(features), slots.step(rows, positions, key_length))
+    ids, positions, rows, last = inputs.ids, inputs.positions, inputs.rows, inputs.last
+    out = head.forward_slots(ids, head.fuse(inputs.features), slots.step(rows, positions, key_length))
     batch = torch.arange(ids.shape[0], device=ids.device)
     prenorm = out[batch, last]  # [B, H]
     first = to_target(draft_to_target, head.compute_logits(prenorm).float().argmax(-1))
@@ -200,16 +196,7 @@ class ProposalGraphs:
 
         def proposal() -> torch.Tensor:
             return greedy_proposal(
-                self.head,
-                self.slots,
-                self.draft_to_target,
-                inputs.ids,
-                inputs.features,
-                inputs.positions,
-                inputs.rows,
-                inputs.last,
-                steps=steps,
-                key_length=keys,
+                self.head, self.slots, self.draft_to_target, inputs, steps=steps, key_length=keys
             )
 
         replay, drafts = self._capture_function(proposal)
