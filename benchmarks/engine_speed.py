@@ -15,7 +15,8 @@ Rows of the table:
   (K=3) with ``--head`` (the shipped head by default; the slot-pool target on CUDA, the exact
   packed target elsewhere);
 - the head's draft step (``BatchDrafter``, K=3, 200 entries cached per sequence) for 1 and 8
-  sequences, ms: one head forward per chain step for the whole batch;
+  sequences, ms: one head forward per chain step for the whole batch (on CUDA one graph
+  replay a greedy proposal, and the same proposal eagerly beside it);
 - one layer's attention over the slot pool at the largest ``--rows`` (a decode step, and a K=3
   verification), ms, both ways ``engine.grouped_attention`` can run it: the query's groups
   folded into its length (a GPU's default) and SDPA's ``enable_gqa`` (a CPU's).
@@ -179,10 +180,15 @@ def serving_tokens_per_s(
     return generated / (time.perf_counter() - started)
 
 
-def draft_step_ms(head: Eagle3DraftModel, vocab_size: int, sequences: int, device: torch.device) -> float:
+def draft_step_ms(
+    head: Eagle3DraftModel, vocab_size: int, sequences: int, device: torch.device, *, graphs: bool = True
+) -> float:
     """Median ms of one ``BatchDrafter.propose`` (3 new entries, K=3) over 200 cached entries a
-    sequence, rolled back after each step as rejected drafts are."""
+    sequence, rolled back after each step as rejected drafts are; ``graphs=False`` drafts
+    eagerly where a greedy proposal would replay a CUDA graph."""
     drafter = BatchDrafter(head, vocab_size, sequences)
+    if not graphs:
+        drafter._graphs = None
     width = head.fc.in_features
     generator = torch.Generator().manual_seed(0)
     dtype = head.dtype
@@ -280,7 +286,10 @@ def main() -> None:
     vocab = int(model.config.vocab_size)
     for sequences in (1, 8):
         milliseconds = draft_step_ms(head, vocab, sequences, device)
-        print(f"| draft step, K=3, {sequences} sequences | {milliseconds:.2f} ms |")
+        figure = f"{milliseconds:.2f} ms"
+        if device.type == "cuda":  # the same proposal without its graph
+            figure += f" ({draft_step_ms(head, vocab, sequences, device, graphs=False):.2f} ms eager)"
+        print(f"| draft step, K=3, {sequences} sequences | {figure} |")
 
 
 if __name__ == "__main__":
