@@ -94,6 +94,14 @@ class SlotTarget:
     @torch.inference_mode()
     def forward(self, segments: Sequence[Segment]) -> list[SegmentOutput]:
         """One forward over every segment; each cache grows by its segment's tokens."""
+        # Rows go in slot order: when the batch holds slots 0..B-1 (slots are handed out lowest
+        # first, so usually), every layer reads the pool as a view instead of gathering the
+        # batch's keys and values.
+        order = sorted(range(len(segments)), key=lambda index: _slot_cache(segments[index].cache).slot)
+        by_index = dict(zip(order, self._forward([segments[index] for index in order]), strict=True))
+        return [by_index[index] for index in range(len(segments))]
+
+    def _forward(self, segments: Sequence[Segment]) -> list[SegmentOutput]:
         caches = [_slot_cache(segment.cache) for segment in segments]
         for segment, cache in zip(segments, caches, strict=True):
             check_keep(segment)
@@ -124,11 +132,12 @@ class SlotTarget:
         # Decode and verify steps (no prompt in the batch) replay a graph on a GPU; a step with a
         # joining prompt runs eagerly.
         step = self.runner.decode if starts.all() and width <= GRAPHED_WIDTH else self.runner.forward
+        contiguous = [cache.slot for cache in caches] == list(range(len(caches)))
         output = step(
             ids.view(len(segments), width),
             at.view(len(segments), width),
             writes.view(len(segments), width),
-            slots=slots,
+            slots=None if contiguous else slots,
             key_length=key_length_for(int((starts + lengths).max()), pool.capacity),
         )
         for cache, length in zip(caches, lengths.tolist(), strict=True):

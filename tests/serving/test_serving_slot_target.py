@@ -119,3 +119,39 @@ def test_a_verify_step_on_the_slot_pool_reads_nothing_back_to_the_host(
         assert [o.logits.shape[0] for o in outputs] == [4, 1]
     finally:
         slots.close()
+
+
+def test_a_batch_holding_the_first_slots_reads_the_pool_in_place_in_any_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    target = tiny_target("LlamaForCausalLM")
+    slots = SlotTarget(target, max_sequences=3, max_positions=32)
+    gathered: list[bool] = []
+    forward = slots.runner.forward
+
+    def spying(*args: object, slots: torch.Tensor | None, **kwargs: object) -> object:
+        gathered.append(slots is not None)
+        return forward(*args, slots=slots, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(slots.runner, "forward", spying)
+    try:
+        first, second, third = slots.new_cache(), slots.new_cache(), slots.new_cache()
+        prompts = {first: [5, 6, 7], second: [8, 9], third: [10, 11, 12, 13]}
+        with torch.inference_mode():
+            # Slots 2, 0 and 1 in that order: the rows are put in slot order, the outputs back.
+            outputs = slots.forward(
+                [Segment(cache, prompts[cache], keep=1) for cache in (third, first, second)]
+            )
+            assert gathered == [False]
+            alone = SlotTarget(target, max_sequences=1, max_positions=32)
+            try:
+                for cache, output in zip((third, first, second), outputs, strict=True):
+                    reference = alone.forward([Segment(alone.new_cache(), prompts[cache], keep=1)])[0]
+                    torch.testing.assert_close(output.logits, reference.logits, atol=1e-5, rtol=1e-4)
+            finally:
+                alone.close()
+            # Slots 0 and 2, a hole between: the keys and values are gathered.
+            slots.forward([Segment(third, [1], keep=1), Segment(first, [2], keep=1)])
+            assert gathered == [False, True]
+    finally:
+        slots.close()
