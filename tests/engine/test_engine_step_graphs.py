@@ -1,6 +1,6 @@
 """Decode and verify steps (batch-1 decoding, serving) replayed from captured graphs (what a
 GPU runs), on a CPU: an eager stand-in takes the graphs' place, so the bookkeeping around
-them -- one capture per (rows, width, keys) bucket, static inputs, rows addressed by slot,
+them -- one capture per (rows, width, keys) bucket, static inputs, rows read in place or addressed by slot,
 features recorded inside the step -- is checked here, and tests/engine/test_engine_cuda.py
 replays real graphs where a GPU is present."""
 
@@ -14,6 +14,7 @@ import pytest
 from engine import runner as runner_module
 from engine.cuda_graphs import DecodeGraphs
 from engine.runner import SlotRunner
+from engine.segments import Segment
 from engine.slot_target import SlotTarget
 from engine.slot_target_runner import SlotTargetRunner
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
@@ -97,10 +98,44 @@ def test_serving_decode_and_verify_steps_replay_graphs_over_the_slots_held(
     assert agree / sum(NEW_TOKENS) >= 0.99
     assert handles[0].stats.tau > 3  # the oracle's request: long accepted runs through replays
     assert graphs is not None
-    # Every replayed step addressed its rows by slot; verify steps are 4 tokens wide.
+    # Steps over the first slots replay graphs that read the pool in place; verify steps are
+    # 4 tokens wide. (Steps with a hole between slots: the test below.)
     assert graphs._graphs
-    assert all(slotted for _, _, _, slotted in graphs._graphs)
+    assert False in {slotted for _, _, _, slotted in graphs._graphs}
     assert 4 in {width for _, width, _, _ in graphs._graphs}
+
+
+def test_a_step_over_slots_with_a_hole_replays_a_graph_that_addresses_rows_by_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _graphs_on_the_cpu(monkeypatch)
+    target = tiny_target("LlamaForCausalLM")
+    prompts = [[5, 17, 33], [9, 9, 3, 4], [70, 1]]
+    following = [[8, 41], [12, 60], [27, 3]]
+    slots = SlotTarget(target, max_sequences=3, max_positions=32)
+    try:
+        caches = [slots.new_cache() for _ in prompts]
+        slots.forward([Segment(cache, prompt, keep=1) for cache, prompt in zip(caches, prompts, strict=True)])
+        # One-token steps: over all three slots (read in place), then over slots 2 and 0 (a
+        # hole at 1, so the graph addresses its rows by slot).
+        everyone = slots.forward(
+            [Segment(cache, ids[:1], keep=1) for cache, ids in zip(caches, following, strict=True)]
+        )
+        holed = slots.forward(
+            [Segment(caches[2], following[2][1:], keep=1), Segment(caches[0], following[0][1:], keep=1)]
+        )
+        graphs = slots.runner.graphs
+        assert graphs is not None
+        assert {slotted for _, _, _, slotted in graphs._graphs} == {False, True}
+    finally:
+        slots.close()
+    # What transformers' greedy decoding takes next after each sequence so far.
+    assert [int(o.logits.argmax(-1)) for o in everyone] == [
+        hf_greedy(target, p + ids[:1], 1)[0] for p, ids in zip(prompts, following, strict=True)
+    ]
+    assert [int(o.logits.argmax(-1)) for o in holed] == [
+        hf_greedy(target, prompts[row] + following[row], 1)[0] for row in (2, 0)
+    ]
 
 
 def test_a_closed_runner_with_graphs_is_freed_without_waiting_for_the_garbage_collector(
