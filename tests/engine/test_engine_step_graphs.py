@@ -1,8 +1,8 @@
 """Decode and verify steps (batch-1 decoding, serving) replayed from captured graphs (what a
 GPU runs), on a CPU: an eager stand-in takes the graphs' place, so the bookkeeping around
-them -- one capture per (rows, width, keys) bucket, static inputs, rows read in place or addressed by slot,
-features recorded inside the step -- is checked here, and tests/engine/test_engine_cuda.py
-replays real graphs where a GPU is present."""
+them -- one capture per (rows, width, keys) bucket, static inputs, rows read in place or
+addressed by slot, features recorded inside the step -- is checked here, and
+tests/engine/test_engine_cuda.py replays real graphs where a GPU is present."""
 
 from __future__ import annotations
 
