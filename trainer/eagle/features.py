@@ -9,12 +9,14 @@ cheaper than full logits and ~V_draft/H times smaller than caching the distribut
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel
 
-from engine.capture import TargetFeatureCapture, output_head
+from engine.capture import TargetFeatureCapture, decoder_layers, output_head
+from trainer.eagle.autocast_weights import AutocastWeights
 from trainer.eagle.ttt import TeacherTargets, teacher_targets_from_kept_logits
 
 FEATURE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -73,6 +75,8 @@ class TargetTeacher:
     ) -> None:
         self.target = target
         self.autocast_bf16 = autocast_bf16
+        # Under autocast the frozen layers' weights are cast once here, not on every pass.
+        self._autocast_weights = AutocastWeights(decoder_layers(target)) if autocast_bf16 else None
         self.aux_layer_ids = list(aux_layer_ids)
         # aux features feed a trained linear layer, so bf16 (wide range) suffices; the
         # final state turns into teacher logits, where fp16's extra precision matters.
@@ -97,6 +101,7 @@ class TargetTeacher:
         base = self.target.model
         with (
             torch.autocast(input_ids.device.type, dtype=torch.bfloat16, enabled=self.autocast_bf16),
+            self._autocast_weights.lent() if self._autocast_weights is not None else nullcontext(),
             TargetFeatureCapture(self.target, self.aux_layer_ids) as capture,
         ):
             final = base(
