@@ -33,8 +33,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--passes", type=int, default=5, help="passes timed per round and way")
     args = parser.parse_args()
-    target = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
-    target.eval()
+    target = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)  # in eval mode
     generator = torch.Generator().manual_seed(0)
     vocab = int(target.config.vocab_size)
     input_ids = torch.randint(100, vocab, (args.rows, args.length), generator=generator)
