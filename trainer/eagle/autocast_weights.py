@@ -7,8 +7,9 @@ were a fifth of a CPU feature pass (a profile of three 510-token passes: ``aten:
 of 2.56 s). The copies made here are the casts autocast makes, so a forward that borrows them
 computes exactly what it would compute without them, bit for bit.
 
-Only the decoder layers' Linears are copied: an embedding may be tied to the LM head, and its
-lookup must stay fp32 for the residual stream to. The copies cost half the layers' fp32 size in
+The copies are lent module by module (a Linear's own parameter slots), so an LM head tied to
+the input embedding borrows a bf16 weight while the embedding keeps its fp32 one, and the
+residual stream stays fp32 as autocast keeps it. The copies cost half the Linears' fp32 size in
 memory, so a model whose copies would pass ``max_bytes`` is left to autocast.
 """
 
@@ -24,10 +25,16 @@ MAX_COPY_BYTES = 2 * 1024**3
 
 
 class AutocastWeights:
-    """The bf16 copies of ``layers``' fp32 Linear weights and biases (none if they would not fit)."""
+    """The bf16 copies of the fp32 weights and biases of the Linears in ``modules`` (none if they
+    would not fit)."""
 
-    def __init__(self, layers: nn.Module, *, max_bytes: int = MAX_COPY_BYTES) -> None:
-        linears = [m for m in layers.modules() if type(m) is nn.Linear and m.weight.dtype == torch.float32]
+    def __init__(self, *modules: nn.Module, max_bytes: int = MAX_COPY_BYTES) -> None:
+        linears = [
+            m
+            for module in modules
+            for m in module.modules()
+            if type(m) is nn.Linear and m.weight.dtype == torch.float32
+        ]
         size = sum(m.weight.numel() + (0 if m.bias is None else m.bias.numel()) for m in linears) * 2
         self._linears = linears if size <= max_bytes else []
         self._copies = [

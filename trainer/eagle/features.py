@@ -75,14 +75,14 @@ class TargetTeacher:
     ) -> None:
         self.target = target
         self.autocast_bf16 = autocast_bf16
-        # Under autocast the frozen layers' weights are cast once here, not on every pass.
-        self._autocast_weights = AutocastWeights(decoder_layers(target)) if autocast_bf16 else None
+        # Under autocast the frozen layers' and head's weights are cast once here, not every pass.
+        lm_head = output_head(target)
+        self._autocast_weights = AutocastWeights(decoder_layers(target), lm_head) if autocast_bf16 else None
         self.aux_layer_ids = list(aux_layer_ids)
         # aux features feed a trained linear layer, so bf16 (wide range) suffices; the
         # final state turns into teacher logits, where fp16's extra precision matters.
         self.feature_dtype = feature_dtype
         self.final_dtype = torch.float32 if feature_dtype == torch.float32 else torch.float16
-        lm_head = output_head(target)
         self._lm_head = lm_head
         self._draft_rows = lm_head.weight.detach()[draft_target_ids].float().contiguous()
         bias = lm_head.bias

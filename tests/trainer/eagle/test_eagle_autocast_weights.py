@@ -63,3 +63,15 @@ def test_a_model_whose_copies_would_not_fit_is_left_to_autocast() -> None:
     layers = decoder_layers(build_tiny_target("LlamaForCausalLM", vocab_size=300))
     assert AutocastWeights(layers, max_bytes=1024).bytes == 0
     assert AutocastWeights(layers).bytes > 1024
+
+
+def test_a_tied_lm_head_borrows_a_copy_while_the_embedding_keeps_its_fp32_weight() -> None:
+    target = build_tiny_target("LlamaForCausalLM", vocab_size=300)  # tie_word_embeddings
+    embedding, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
+    assert lm_head.weight is embedding.weight
+    teacher = TargetTeacher(target, AUX, draft_target_ids=torch.arange(0, 300, 5), autocast_bf16=True)
+    assert teacher._autocast_weights is not None
+    with teacher._autocast_weights.lent():
+        assert lm_head.weight.dtype == torch.bfloat16
+        assert embedding.weight.dtype == torch.float32
+    assert lm_head.weight is embedding.weight
