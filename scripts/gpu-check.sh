@@ -8,7 +8,8 @@
 #   2. `trainer eval` of that head on HumanEval + CHAMP, 40 prompts x 128 tokens, timed;
 #   3. benchmarks/engine_speed.py: one sync, batch-1 decode ms/token, distillation reply
 #      tokens/s with features at 64 and 256 rows (GPU utilisation), serving at 8 concurrent
-#      plain and with that head (K=3), the head's draft step at 1 and 8 sequences;
+#      plain and with that head (K=3), one layer's attention both ways (query groups folded and
+#      SDPA's GQA), the head's draft step at 1 and 8 sequences (graph and eager);
 #   4. the CUDA-only tests (tests/engine/test_engine_cuda.py).
 # Each step's time limit shrinks to what is left of DEADLINE seconds (default 560: the device
 # tool stops a command at 600), so a slow step costs the later ones, never the results so far;
