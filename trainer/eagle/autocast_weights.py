@@ -1,5 +1,5 @@
-"""bfloat16 copies of a frozen fp32 model's decoder-layer weights, lent to it for a forward under
-bf16 autocast.
+"""bfloat16 copies of a frozen fp32 model's Linear weights (its decoder layers', its LM head's),
+lent to it for a forward under bf16 autocast.
 
 Autocast casts a Linear's fp32 weight to bf16 on every call; it keeps a cast only for weights
 that require grad, and the target a head trains against is frozen. On SmolLM2-135M those casts
