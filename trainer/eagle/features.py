@@ -9,14 +9,12 @@ cheaper than full logits and ~V_draft/H times smaller than caching the distribut
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel
 
-from engine.capture import TargetFeatureCapture, decoder_layers, output_head
-from trainer.eagle.autocast_weights import AutocastWeights
+from engine.capture import TargetFeatureCapture, output_head
 from trainer.eagle.ttt import TeacherTargets, teacher_targets_from_kept_logits
 
 FEATURE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -75,14 +73,12 @@ class TargetTeacher:
     ) -> None:
         self.target = target
         self.autocast_bf16 = autocast_bf16
-        # Under autocast the frozen layers' and head's weights are cast once here, not every pass.
-        lm_head = output_head(target)
-        self._autocast_weights = AutocastWeights(decoder_layers(target), lm_head) if autocast_bf16 else None
         self.aux_layer_ids = list(aux_layer_ids)
         # aux features feed a trained linear layer, so bf16 (wide range) suffices; the
         # final state turns into teacher logits, where fp16's extra precision matters.
         self.feature_dtype = feature_dtype
         self.final_dtype = torch.float32 if feature_dtype == torch.float32 else torch.float16
+        lm_head = output_head(target)
         self._lm_head = lm_head
         self._draft_rows = lm_head.weight.detach()[draft_target_ids].float().contiguous()
         bias = lm_head.bias
@@ -101,7 +97,6 @@ class TargetTeacher:
         base = self.target.model
         with (
             torch.autocast(input_ids.device.type, dtype=torch.bfloat16, enabled=self.autocast_bf16),
-            self._autocast_weights.lent() if self._autocast_weights is not None else nullcontext(),
             TargetFeatureCapture(self.target, self.aux_layer_ids) as capture,
         ):
             final = base(
