@@ -181,22 +181,31 @@ def serving_tokens_per_s(
 
 
 def draft_step_ms(
-    head: Eagle3DraftModel, vocab_size: int, sequences: int, device: torch.device, *, graphs: bool = True
+    head: Eagle3DraftModel,
+    vocab_size: int,
+    sequences: int,
+    device: torch.device,
+    *,
+    graphs: bool = True,
+    sampled: bool = False,
 ) -> float:
     """Median ms of one ``BatchDrafter.propose`` (3 new entries, K=3) over 200 cached entries a
     sequence, rolled back after each step as rejected drafts are; ``graphs=False`` drafts
-    eagerly where a greedy proposal would replay a CUDA graph."""
+    eagerly where a proposal would replay a CUDA graph; ``sampled``: every sequence samples
+    (temperature 0.7, top-p 0.9) from a generator of its own."""
     drafter = BatchDrafter(head, vocab_size, sequences)
     if not graphs:
         drafter._graphs = None
     width = head.fc.in_features
     generator = torch.Generator().manual_seed(0)
     dtype = head.dtype
+    params = SamplingParams(0.7, 0.9) if sampled else SamplingParams()
+    own = [torch.Generator(device=device).manual_seed(slot) for slot in range(sequences)]
 
     def request(slot: int, entries: int, num_tokens: int) -> DraftRequest:
         features = torch.randn(entries, width, generator=generator).to(device=device, dtype=dtype)
         ids = torch.randint(0, vocab_size, (entries,), generator=generator).tolist()
-        return DraftRequest(slot, features, ids, num_tokens, SamplingParams(), None)
+        return DraftRequest(slot, features, ids, num_tokens, params, own[slot])
 
     slots = [drafter.slots.acquire() for _ in range(sequences)]
     times = []
@@ -284,12 +293,14 @@ def main() -> None:
         f"| {eagle:,.1f} output tokens/s |"
     )
     vocab = int(model.config.vocab_size)
-    for sequences in (1, 8):
-        milliseconds = draft_step_ms(head, vocab, sequences, device)
+    for sequences, sampled in ((1, False), (8, False), (8, True)):
+        milliseconds = draft_step_ms(head, vocab, sequences, device, sampled=sampled)
         figure = f"{milliseconds:.2f} ms"
         if device.type == "cuda":  # the same proposal without its graph
-            figure += f" ({draft_step_ms(head, vocab, sequences, device, graphs=False):.2f} ms eager)"
-        print(f"| draft step, K=3, {sequences} sequences | {figure} |")
+            eager = draft_step_ms(head, vocab, sequences, device, graphs=False, sampled=sampled)
+            figure += f" ({eager:.2f} ms eager)"
+        how = ", sampled (temperature 0.7, top-p 0.9)" if sampled else ""
+        print(f"| draft step, K=3, {sequences} sequences{how} | {figure} |")
 
 
 if __name__ == "__main__":

@@ -53,8 +53,26 @@ def _tempered(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     return torch.softmax(logits.float() / params.temperature, dim=-1)
 
 
-def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Keep the smallest set of most likely tokens whose mass reaches ``top_p``; renormalise."""
+def row_probabilities(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """``probabilities`` of every row of ``logits`` [R, V] with each row's own ``temperature``
+    and ``top_p`` [R] (on the device; rows of temperature 0 get a distribution at temperature 1,
+    which a greedy caller ignores). A row with top_p 1 is not cut, as ``probabilities`` leaves
+    it, so each row's distribution is the one ``probabilities`` gives it alone."""
+    scale = torch.where(temperature > 0, temperature, torch.ones_like(temperature))
+    probs = torch.softmax(logits.float() / scale[:, None], dim=-1)
+    cut = top_p < 1.0
+    if probs.device.type == "cpu":
+        # A read costs nothing on a CPU, and rows left whole need no search for their nucleus.
+        rows = cut.nonzero().squeeze(-1)
+        if rows.numel():
+            probs[rows] = _top_p_filter(probs[rows], top_p[rows])
+        return probs
+    return torch.where(cut[:, None], _top_p_filter(probs, top_p), probs)
+
+
+def _top_p_filter(probs: torch.Tensor, top_p: float | torch.Tensor) -> torch.Tensor:
+    """Keep the smallest set of most likely tokens whose mass reaches ``top_p`` (one for every
+    row, or each row's own [R]); renormalise."""
     rows = probs.reshape(-1, probs.shape[-1])
     kept = torch.zeros_like(rows)
     for index, ids, nucleus in _nuclei(rows, top_p):
@@ -76,25 +94,28 @@ CPU_CANDIDATE_TIERS = (256, 4096)
 
 
 def _nuclei(
-    rows: torch.Tensor, top_p: float
+    rows: torch.Tensor, top_p: float | torch.Tensor
 ) -> Iterator[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]]:
     """Each row's top-p nucleus among its most likely tokens, exactly as a full sort finds it:
     (the rows' indices, None for all rows; the candidates' ids, most likely first; their
-    probabilities with the tokens outside the nucleus zeroed). Every row comes once."""
+    probabilities with the tokens outside the nucleus zeroed). Every row comes once.
+    ``top_p``: one for every row, or each row's own [R]."""
     vocab = rows.shape[-1]
     tiers = [k for k in CPU_CANDIDATE_TIERS if k < vocab] if rows.device.type == "cpu" else []
     pending: torch.Tensor | None = None
     for k in [*tiers, vocab]:
         part = rows if pending is None else rows[pending]
+        cut = top_p if not isinstance(top_p, torch.Tensor) else (top_p if pending is None else top_p[pending])
+        cut = cut[:, None] if isinstance(cut, torch.Tensor) else cut
         top, ids = part.sort(dim=-1, descending=True) if k == vocab else part.topk(k, dim=-1)
         mass = top.cumsum(dim=-1)
         # A token stays if the mass strictly before it is below top_p, so the top one always stays.
-        nucleus = top.masked_fill(mass - top >= top_p, 0.0)
+        nucleus = top.masked_fill(mass - top >= cut, 0.0)
         if k == vocab:
             yield pending, ids, nucleus
             return
         # Where the candidates reach top_p, every token beyond them has at least that much before it.
-        reached = mass[:, -1] >= top_p
+        reached = (mass[:, -1:] >= cut).reshape(-1)
         index = reached.nonzero().squeeze(-1) if pending is None else pending[reached]
         if index.numel():
             yield index, ids[reached], nucleus[reached]

@@ -10,11 +10,13 @@ sequence holds a slot of one key/value pool (``engine.heads.draft_slots``), and
    drafted, one row per sequence, in one forward.
 
 So a step costs the same number of head forwards and attention calls whatever the batch
-size, and no Python runs per sequence between them: greedy rows take their argmax and map it
-to the target vocabulary on the device. Every sequence runs the longest chain asked for and
-keeps the drafts it asked for (fewer near its ``max_new_tokens``); sampled rows draw only
-those, so a seeded request draws what it would draw alone. A P-EAGLE head needs no chain
-steps: each row also carries its K-1 mask slots, and the one forward gives every draft.
+size, and no Python runs per sequence between them: every row's draft is chosen and mapped to
+the target vocabulary on the device (``engine.drafting.draft_choice``: greedy rows take their
+argmax, sampled rows draw at uniforms from their own generators). Every sequence runs the
+longest chain asked for and keeps the drafts it asked for (fewer near its ``max_new_tokens``);
+a sampled row draws uniforms for only those, so a seeded request draws what it would draw
+alone. A P-EAGLE head needs no chain steps: each row also carries its K-1 mask
+slots, and the one forward gives every draft.
 
 The chain's entries are never committed: the next proposal writes the accepted positions
 over them. Drafts equal ``Drafter.propose``'s up to the last bits of the attention (another
@@ -32,8 +34,9 @@ from dataclasses import dataclass
 import torch
 
 from engine.cuda_graphs import GRAPHED_WIDTH
-from engine.drafting.draft import Proposal, choose_draft, draft_to_target_table, in_head_dtype, to_target
-from engine.drafting.proposal_graphs import FirstInputs, chain_step, greedy_proposal, proposal_graphs_for
+from engine.drafting.draft import Proposal, draft_to_target_table, in_head_dtype, to_target
+from engine.drafting.draft_choice import DraftChoice, choose, draft_choice, on_target_vocabulary
+from engine.drafting.proposal_graphs import Drafts, FirstInputs, chain_proposal, proposal_graphs_for
 from engine.heads.draft_slots import DraftSlots
 from engine.heads.model import Eagle3DraftModel
 from engine.heads.peagle import PEagleDraftModel
@@ -90,84 +93,78 @@ class BatchDrafter:
             raise ValueError("two requests share a draft slot")
         parallel = isinstance(self.head, PEagleDraftModel)
         layout = self._layout(requests, parallel)
-        probs: list[list[torch.Tensor]] = [[] for _ in requests]
-        if not parallel and all(request.params.greedy for request in requests):
-            tokens = self._greedy(requests, layout)
-        else:
-            tokens = self._step_by_step(requests, layout, probs)
+        choice = draft_choice(
+            [request.params for request in requests],
+            [request.generator for request in requests],
+            [request.num_tokens for request in requests],
+            steps=layout.longest_chain,
+            device=self.draft_to_target.device,
+        )
+        drafts = (self._parallel if parallel else self._chain)(requests, layout, choice)
         for request, length in zip(requests, layout.committed, strict=True):
             self.slots.commit(request.slot, length)
+        probs = drafts.probs
+        if probs is not None:
+            probs = on_target_vocabulary(probs, self.draft_to_target, self.target_vocab_size)
         return [
             Proposal(
-                token_ids=tokens[row, : request.num_tokens],
-                probs=torch.stack(probs[row]) if probs[row] else None,
+                token_ids=drafts.tokens[row, : request.num_tokens],
+                probs=None if probs is None or request.params.greedy else probs[row, : request.num_tokens],
             )
             for row, request in enumerate(requests)
         ]
 
-    def _greedy(self, requests: Sequence[DraftRequest], layout: _Layout) -> torch.Tensor:
-        """Every row's drafts [B, longest chain] when all are greedy (``greedy_proposal``): one
-        graph replay on a GPU, the same function eagerly elsewhere, for a joining prompt's
-        entries, or when capture failed."""
+    def _chain(self, requests: Sequence[DraftRequest], layout: _Layout, choice: DraftChoice | None) -> Drafts:
+        """Every row's drafts (``chain_proposal``): one graph replay on a GPU, the same function
+        eagerly elsewhere, for a joining prompt's entries, or when capture failed."""
         steps = layout.longest_chain - 1
         key_length = max(layout.committed) + steps
         # A proposal of a prompt's worth of new entries (a sequence joining) runs eagerly.
         if self._graphs is not None and not self._graphs.broken and layout.width <= GRAPHED_WIDTH:
             try:
                 keys = self._graphs.keys_for(key_length)
-                return self._graphs.run(self._first_inputs(requests, layout), steps=steps, keys=keys)
+                return self._graphs.run(self._first_inputs(requests, layout), choice, steps=steps, keys=keys)
             except RuntimeError:
-                logger.exception("capturing a greedy proposal failed; drafting eagerly from now on")
+                logger.exception("capturing a proposal failed; drafting eagerly from now on")
                 self._graphs.broken = True
         inputs = self._first_inputs(requests, layout)
-        return greedy_proposal(
-            self.head, self.slots, self.draft_to_target, inputs, steps=steps, key_length=key_length
+        return chain_proposal(
+            self.head, self.slots, self.draft_to_target, inputs, choice, steps=steps, key_length=key_length
         )
 
-    def _step_by_step(
-        self, requests: Sequence[DraftRequest], layout: _Layout, probs: list[list[torch.Tensor]]
-    ) -> torch.Tensor:
-        """Every row's drafts [B, longest chain], a head forward and a choice at a time: sampled
-        rows draw from their own generators (their distributions go to ``probs``); a P-EAGLE
-        head drafts them all from its first forward."""
+    def _parallel(
+        self, requests: Sequence[DraftRequest], layout: _Layout, choice: DraftChoice | None
+    ) -> Drafts:
+        """A P-EAGLE head's drafts, all from one forward: each row's newest entry and the mask
+        slots after it give its K distributions."""
+        if not isinstance(self.head, PEagleDraftModel):
+            raise TypeError("parallel drafting needs a P-EAGLE head")
         inputs = self._first_inputs(requests, layout)
         hidden = self.head.fuse(inputs.features)  # [B, Q, H]
-        if isinstance(self.head, PEagleDraftModel) and any(layout.extra):
+        ids = inputs.ids
+        if any(layout.extra):
             cells = torch.arange(layout.width, device=hidden.device)[None, :]
             newest = inputs.last[:, None]
             masked = (cells > newest) & (cells <= newest + inputs.extra[:, None])
             mask_ids, mask_hidden = self.head.mask_inputs(1, dtype=hidden.dtype)
             hidden = torch.where(masked[..., None], mask_hidden[0], hidden)
             ids = torch.where(masked, mask_ids[0], inputs.ids)
-        else:
-            ids = inputs.ids
         key_length = max(
             start + new + extra
             for start, new, extra in zip(layout.starts, layout.new, layout.extra, strict=True)
         )
         out = self.head.forward_slots(ids, hidden, self.slots.step(inputs.rows, inputs.positions, key_length))
         batch = torch.arange(len(requests), device=out.device)
-        if isinstance(self.head, PEagleDraftModel):
-            # The newest entry and the mask slots after it give every draft at once.
-            offsets = torch.arange(layout.longest_chain, device=out.device)
-            columns = inputs.last[:, None] + torch.minimum(offsets[None, :], inputs.extra[:, None])
-            logits = self.head.compute_logits(out[batch[:, None], columns])  # [B, K, V]
-            drafts = [
-                self._choose(logits[:, step], requests, step, probs) for step in range(layout.longest_chain)
-            ]
-            return torch.stack(drafts, dim=1)
-        # Each row's newest entry drafts its first token; the chain goes on from there.
-        prenorm = out[batch, inputs.last]  # [B, H]
-        drafts = [self._choose(self.head.compute_logits(prenorm), requests, 0, probs)]
-        chain_positions = inputs.positions[batch, inputs.last][:, None]
-        committed = max(layout.committed)
-        for step in range(1, layout.longest_chain):
-            chain_positions = chain_positions + 1
-            prenorm, logits = chain_step(
-                self.head, self.slots, drafts[-1], prenorm, inputs.rows, chain_positions, committed + step
-            )
-            drafts.append(self._choose(logits, requests, step, probs))
-        return torch.stack(drafts, dim=1)
+        offsets = torch.arange(layout.longest_chain, device=out.device)
+        columns = inputs.last[:, None] + torch.minimum(offsets[None, :], inputs.extra[:, None])
+        logits = self.head.compute_logits(out[batch[:, None], columns])  # [B, K, V]
+        tokens: list[torch.Tensor] = []
+        distributions: list[torch.Tensor | None] = []
+        for step in range(layout.longest_chain):
+            draft, probs = choose(logits[:, step], choice, step)
+            tokens.append(to_target(self.draft_to_target, draft))
+            distributions.append(probs)
+        return Drafts.stacked(tokens, distributions)
 
     def _layout(self, requests: Sequence[DraftRequest], parallel: bool) -> _Layout:
         starts = [self.slots.length(request.slot) for request in requests]
@@ -218,39 +215,6 @@ class BatchDrafter:
         ids = torch.zeros(batch, width, dtype=torch.long, device=entries.device)
         ids[rows_of_entries, columns_of_entries] = new_ids_on_device
         return FirstInputs(ids, features, cells.view(batch, width), rows.view(batch, 1), last, mask_counts)
-
-    def _choose(
-        self,
-        logits: torch.Tensor,
-        requests: Sequence[DraftRequest],
-        step: int,
-        probs: list[list[torch.Tensor]],
-    ) -> torch.Tensor:
-        """Chain step ``step``'s draft of every row [B] (target ids): greedy rows on the device
-        in one op; each sampled row drawing from its own generator while it still drafts."""
-        # float32: a bfloat16 argmax on a CPU costs ~8x as much, for the same choice.
-        tokens = to_target(self.draft_to_target, logits.float().argmax(-1))
-        sampled = [
-            row
-            for row, request in enumerate(requests)
-            if not request.params.greedy and step < request.num_tokens
-        ]
-        if not sampled:
-            return tokens
-        drawn = [
-            choose_draft(
-                logits[row],
-                self.draft_to_target,
-                self.target_vocab_size,
-                requests[row].params,
-                requests[row].generator,
-                probs[row],
-            )
-            for row in sampled
-        ]
-        tokens = tokens.clone()
-        tokens[torch.tensor(sampled, device=tokens.device)] = torch.stack(drawn)
-        return tokens
 
 
 class SlotDrafter:

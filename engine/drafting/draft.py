@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.drafting.draft_choice import DraftChoice, choose, draft_choice, on_target_vocabulary
 from engine.heads.model import DraftKVCache, Eagle3DraftModel
 from engine.heads.peagle import PEagleDraftModel
-from engine.sampling import SamplingParams, probabilities, sample
+from engine.sampling import SamplingParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +89,13 @@ class Drafter:
                 generator=generator,
             )
         cache = self._require_cache()
+        choice = self.choice(params, generator, num_tokens)
         prenorm, committed = self.commit(aux_hidden_states, next_token_ids)
         tokens: list[torch.Tensor] = []
         token_probs: list[torch.Tensor] = []
         for step in range(num_tokens):
             logits = self.head.compute_logits(prenorm)[0, 0]
-            token = self.choose(logits, params, generator, token_probs)
+            token = self.choose(logits, choice, step, token_probs)
             tokens.append(token)
             if step + 1 < num_tokens:
                 # The chain feeds the head's own output back with the token it just drafted.
@@ -117,6 +119,7 @@ class Drafter:
     ) -> Proposal:
         """P-EAGLE: the new entries and ``num_tokens - 1`` mask slots in one head forward."""
         cache = self._require_cache()
+        choice = self.choice(params, generator, num_tokens)
         new = int(next_token_ids.shape[0])
         committed = cache.length + new
         features = in_head_dtype(head, aux_hidden_states)
@@ -128,7 +131,7 @@ class Drafter:
         cache.crop(committed)
         logits = head.compute_logits(prenorm)
         token_probs: list[torch.Tensor] = []
-        tokens = [self.choose(row, params, generator, token_probs) for row in logits]
+        tokens = [self.choose(row, choice, step, token_probs) for step, row in enumerate(logits)]
         return Proposal(
             token_ids=torch.stack(tokens),
             probs=torch.stack(token_probs) if token_probs else None,
@@ -147,17 +150,32 @@ class Drafter:
         prenorm = self.head(next_token_ids.unsqueeze(0), hidden, positions, cache)[:, -1:]
         return prenorm, committed
 
+    def choice(
+        self, params: SamplingParams, generator: torch.Generator | None, num_tokens: int
+    ) -> DraftChoice | None:
+        """How this proposal chooses its ``num_tokens`` drafts; a sampled one draws its uniforms
+        here, as a batch's row does (``engine.drafting.draft_choice``)."""
+        return draft_choice(
+            [params],
+            [generator],
+            [num_tokens],
+            steps=num_tokens,
+            device=self.draft_to_target.device,
+        )
+
     def choose(
         self,
         logits: torch.Tensor,
-        params: SamplingParams,
-        generator: torch.Generator | None,
+        choice: DraftChoice | None,
+        step: int,
         token_probs: list[torch.Tensor],
     ) -> torch.Tensor:
-        """The next draft token as a 0-d target id; records its distribution when sampling."""
-        return choose_draft(
-            logits, self.draft_to_target, self.target_vocab_size, params, generator, token_probs
-        )
+        """Draft ``step``'s token from ``logits`` [V] as a 0-d target id; records its
+        distribution over the target vocabulary when sampling."""
+        token, probs = choose(logits[None], choice, step)
+        if probs is not None:
+            token_probs.append(on_target_vocabulary(probs[0], self.draft_to_target, self.target_vocab_size))
+        return to_target(self.draft_to_target, token[0])
 
     def _require_cache(self) -> DraftKVCache:
         if self._cache is None:
@@ -169,28 +187,6 @@ def draft_to_target_table(head: Eagle3DraftModel) -> torch.Tensor:
     """The target id of every draft id, computed once: target_id = draft_id + d2t[draft_id]."""
     d2t = head.get_buffer("d2t")
     return head.draft_to_target_ids(torch.arange(len(d2t), device=d2t.device))
-
-
-def choose_draft(  # noqa: PLR0917 - a draft row, its vocabulary and how to sample
-    logits: torch.Tensor,
-    draft_to_target: torch.Tensor,
-    target_vocab_size: int,
-    params: SamplingParams,
-    generator: torch.Generator | None,
-    token_probs: list[torch.Tensor],
-) -> torch.Tensor:
-    """The draft token of one row of draft ``logits`` as a 0-d target id; appends its
-    distribution over the target vocabulary (0 outside the draft vocabulary) when sampling."""
-    if params.greedy:
-        return to_target(draft_to_target, logits.float().argmax())
-    if generator is None:
-        raise ValueError("sampled drafting needs a generator")
-    probs = probabilities(logits, params)
-    draft_id = sample(probs, generator)
-    full = probs.new_zeros(target_vocab_size)
-    full[draft_to_target] = probs
-    token_probs.append(full)
-    return to_target(draft_to_target, draft_id)
 
 
 def in_head_dtype(head: Eagle3DraftModel, features: torch.Tensor) -> torch.Tensor:

@@ -123,7 +123,10 @@ def test_the_batch_drafter_on_cuda_drafts_what_it_drafts_on_the_cpu() -> None:
     assert same / 24 >= 0.9
 
 
-def test_a_replayed_greedy_proposal_drafts_what_the_eager_one_drafts(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("sampled", [False, True])
+def test_a_replayed_proposal_drafts_what_the_eager_one_drafts(
+    sampled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tiny_target("LlamaForCausalLM")
     head = random_head(target, seed=4).to("cuda")
     vocab, width = int(target.config.vocab_size), 3 * int(target.config.hidden_size)
@@ -134,20 +137,32 @@ def test_a_replayed_greedy_proposal_drafts_what_the_eager_one_drafts(monkeypatch
     assert eager._graphs is None
     generator = torch.Generator().manual_seed(1)
     drafts: dict[str, list[list[int]]] = {"graphed": [], "eager": []}
+    # Every other row samples, from a generator seeded alike for both drafters.
+    params = [SamplingParams(0.8, 0.9) if sampled and slot % 2 else SamplingParams() for slot in range(6)]
     # Rounds of 6 and then 3 sequences: the second replays a graph padded past its rows.
-    for batch, new in ((6, 7), (3, 2), (6, 3)):
+    for round_index, (batch, new) in enumerate(((6, 7), (3, 2), (6, 3))):
         features = [torch.randn(new, width, generator=generator).to("cuda") for _ in range(batch)]
         ids = [torch.randint(3, vocab, (new,), generator=generator).tolist() for _ in range(batch)]
         for name, drafter in (("graphed", graphed), ("eager", eager)):
             requests = [
-                DraftRequest(slot, feature, row_ids, 4, SamplingParams(), None)
+                DraftRequest(
+                    slot,
+                    feature,
+                    row_ids,
+                    4,
+                    params[slot],
+                    torch.Generator(device="cuda").manual_seed(10 * round_index + slot),
+                )
                 for slot, feature, row_ids in zip(range(batch), features, ids, strict=True)
             ]
             for slot in range(batch):
                 if slot >= drafter.slots.in_use:
                     drafter.slots.acquire()
             with torch.inference_mode():
-                drafts[name] += [proposal.token_ids.tolist() for proposal in drafter.propose(requests)]
+                made = drafter.propose(requests)
+            drafts[name] += [proposal.token_ids.tolist() for proposal in made]
+            for proposal, request in zip(made, requests, strict=True):
+                assert (proposal.probs is None) == request.params.greedy
     assert graphed._graphs is not None
     assert not graphed._graphs.broken
     assert graphed._graphs.captures == 3  # one a width: 7, 2 and 3 new entries

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -37,6 +38,13 @@ def total_variation(samples: list[int], exact: torch.Tensor) -> float:
     return float(0.5 * (counts / counts.sum() - exact.double()).abs().sum())
 
 
+def sampling_noise(exact: torch.Tensor, samples: int) -> float:
+    """The total variation ``samples`` exact draws show on average (each token's count is
+    about normal, and E|N(0, s)| = s * sqrt(2 / pi)): ~0.067 for 1,000 draws over these 32."""
+    p = exact.double()
+    return float(0.5 * (2 * p * (1 - p) / (math.pi * samples)).sqrt().sum())
+
+
 def test_token_marginals_match_the_target() -> None:
     target = tiny_target("LlamaForCausalLM", vocab_size=32)
     target.generation_config.eos_token_id = None
@@ -54,9 +62,11 @@ def test_token_marginals_match_the_target() -> None:
     proposed = sum(sum(h.stats.proposed_per_step) for h in handles)
 
     assert 0 < accepted < proposed  # the rejection path and the acceptance path both ran
-    # Sampling noise at this size is ~0.04 in total variation; a biased verifier is far off.
+    # Exact draws scatter by about 0.01 around their mean noise (seeds 0-4,999 in blocks of
+    # 1,000 gave 0.057-0.090 here, against a mean of 0.067); a grossly biased verifier is far off.
     for position, exact in enumerate(marginals):
-        assert total_variation([o[position] for o in outputs], exact) < 0.08, f"token {position + 1}"
+        distance = total_variation([o[position] for o in outputs], exact)
+        assert distance < 1.6 * sampling_noise(exact, SAMPLES), f"token {position + 1}: {distance:.3f}"
 
 
 def test_same_seed_gives_the_same_sample_whatever_the_batch() -> None:
@@ -91,7 +101,9 @@ def test_a_sampled_batch_is_verified_with_one_host_read(monkeypatch: pytest.Monk
     head = random_head(target)
     with (
         counting_host_reads(monkeypatch, reads),
-        ServingEngine(target, head, speculation=FixedSpeculation(3), max_batch_size=4) as engine,
+        ServingEngine(
+            target, head, speculation=FixedSpeculation(3), max_batch_size=4, eos_token_ids=[]
+        ) as engine,
     ):
         requests = [GenerationRequest(PROMPT, 12, sampling=PARAMS, seed=seed) for seed in range(3)]
         requests.append(GenerationRequest(PROMPT, 12))  # a greedy row in the same batch

@@ -1,0 +1,94 @@
+"""Choosing every row's draft token at once, on the device: greedy rows take the argmax,
+sampled rows draw from their own tempered, top-p distribution -- no host read and no Python
+per row, so a sampled proposal runs like a greedy one and a CUDA graph can hold it.
+
+A sampled row draws by inverting its distribution's cumulative sum at a uniform number: the
+first token whose cumulative mass exceeds u. The uniforms are what make a graph possible: each
+sampled row draws all of its proposal's, one a draft, from its own generator before the
+proposal starts, outside any graph, and the graph only sums and searches. A row consumes its
+generator the same way alone (``Drafter``), in a batch, eagerly or replayed, so a seeded
+request drafts the same tokens whatever the batch it is in. (An exponential race, argmax of
+p / E with E ~ Exp(1), needs a draw per vocabulary entry: on a CPU that cost 0.55 ms a row
+and step for a 8,192-token draft vocabulary, more than the rest of the choice.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from engine.sampling import SamplingParams, row_probabilities
+
+
+@dataclass(frozen=True, slots=True)
+class DraftChoice:
+    """How each row of a proposal chooses its drafts: ``temperature`` [B] (0: greedy) and
+    ``top_p`` [B] as the rows' ``SamplingParams``; ``uniforms`` [B, K] each row's draw in
+    [0, 1) for chain step k (0 where a row is greedy or has stopped drafting)."""
+
+    temperature: torch.Tensor
+    top_p: torch.Tensor
+    uniforms: torch.Tensor
+
+
+def draft_choice(
+    params: Sequence[SamplingParams],
+    generators: Sequence[torch.Generator | None],
+    num_tokens: Sequence[int],
+    *,
+    steps: int,
+    device: torch.device,
+) -> DraftChoice | None:
+    """The choice of rows drafting with ``params`` (None when every row is greedy): each
+    sampled row draws the uniforms of its own ``num_tokens`` drafts from its own generator, in
+    one call, here, before any head forward; ``steps`` is the longest chain of the batch."""
+    if all(row.greedy for row in params):
+        return None
+    uniforms = torch.zeros((len(params), steps), dtype=torch.float32, device=device)
+    for row, (row_params, generator, count) in enumerate(zip(params, generators, num_tokens, strict=True)):
+        if row_params.greedy:
+            continue
+        if generator is None:
+            raise ValueError("sampled drafting needs a generator")
+        uniforms[row, :count].uniform_(generator=generator)
+    settings = torch.tensor(
+        [[row.temperature for row in params], [row.top_p for row in params]], dtype=torch.float32
+    ).to(device)
+    return DraftChoice(temperature=settings[0], top_p=settings[1], uniforms=uniforms)
+
+
+def choose(
+    logits: torch.Tensor, choice: DraftChoice | None, step: int
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Chain step ``step``'s draft of every row of ``logits`` [B, V] (draft-vocabulary ids [B])
+    and, when any row samples, the distributions the rows drew from [B, V] (a greedy row's is
+    unused)."""
+    # float32: a bfloat16 argmax on a CPU costs ~8x as much, for the same choice.
+    greedy = logits.float().argmax(-1)
+    if choice is None:
+        return greedy, None
+    probs = row_probabilities(logits, choice.temperature, choice.top_p)
+    return torch.where(choice.temperature > 0, inverse_cdf(probs, choice.uniforms[:, step]), greedy), probs
+
+
+def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """One draw from each row of ``probs`` [B, V] at ``uniforms`` [B] in [0, 1): the first
+    token whose cumulative mass exceeds u times the row's total. Rounding can put that point
+    at the total itself, past every token; the draw is then the last token of positive mass,
+    so a token the nucleus cut (mass 0, a flat stretch of the sum) is never drawn."""
+    cumulative = probs.cumsum(-1)
+    drawn = torch.searchsorted(cumulative, (uniforms * cumulative[:, -1])[:, None], right=True)[:, 0]
+    columns = torch.arange(probs.shape[-1], device=probs.device)
+    last_positive = torch.where(probs > 0, columns, 0).amax(-1)
+    return torch.minimum(drawn, last_positive)
+
+
+def on_target_vocabulary(
+    probs: torch.Tensor, draft_to_target: torch.Tensor, target_vocab_size: int
+) -> torch.Tensor:
+    """Draft distributions [..., V_draft] as distributions over the target vocabulary [...,
+    V_target], zero outside the draft vocabulary (what speculative sampling compares)."""
+    full = probs.new_zeros((*probs.shape[:-1], target_vocab_size))
+    return full.index_copy_(-1, draft_to_target, probs)
