@@ -2,11 +2,12 @@
 
     .venv/bin/python benchmarks/serving_throughput.py [--head DIR] [--k 3] \\
         [--concurrency 1 2 4 8] [--requests 8] [--max-new-tokens 64] [--rounds 1] [--step-costs] \\
-        [--json out.json]
+        [--temperature 0 --top-p 1] [--json out.json]
 
 Drives ``ServingEngine`` in-process (no HTTP), closed loop: ``c`` requests in flight,
 a new one submitted as soon as one finishes, until ``--requests`` per level have run.
-Greedy, ``ignore_eos`` (every request makes exactly ``--max-new-tokens`` tokens), chat
+Greedy unless ``--temperature`` is above 0 (then request i samples with seed i, so the
+configurations draw alike), ``ignore_eos`` (every request makes exactly ``--max-new-tokens`` tokens), chat
 prompts (at most 256 tokens) from the head run's ``heldout.jsonl`` when there is one, else from ``--data``.
 Configurations: plain decoding, then with ``--head`` fixed K and adaptive K, each on a
 freshly loaded engine. Prints one row per (configuration, concurrency): output tokens/s,
@@ -27,6 +28,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
+from engine.sampling import SamplingParams
 from serving import GenerationRequest, RequestHandle, ServingEngine, TokenEvent, load_engine
 from serving.speculation import SpeculationPolicy
 from speculative.evaluation import chat_prompts
@@ -85,7 +87,14 @@ class _Timing:
         self.finished = 0.0
 
 
-def run_level(engine: ServingEngine, prompts: list[list[int]], concurrency: int, count: int, new: int) -> Row:
+def run_level(  # noqa: PLR0917 - a level's settings, as _measure passes them
+    engine: ServingEngine,
+    prompts: list[list[int]],
+    concurrency: int,
+    count: int,
+    new: int,
+    sampling: SamplingParams = SamplingParams(),  # noqa: B008 - frozen, never mutated
+) -> Row:
     done: queue.Queue[RequestHandle] = queue.Queue()
     timings: dict[int, _Timing] = {}
     handles: list[RequestHandle] = []
@@ -102,7 +111,9 @@ def run_level(engine: ServingEngine, prompts: list[list[int]], concurrency: int,
                 timing.finished = now
                 done.put(holder[0])
 
-        request = GenerationRequest(prompts[index % len(prompts)], new, ignore_eos=True)
+        request = GenerationRequest(
+            prompts[index % len(prompts)], new, ignore_eos=True, sampling=sampling, seed=index
+        )
         handle = engine.submit(request, on_event)
         holder.append(handle)
         timings[handle.id] = timing
@@ -178,6 +189,8 @@ def main() -> None:
     parser.add_argument(
         "--step-costs", action="store_true", help="also print each level's mean decoding-step ms by K"
     )
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
+    parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.rounds < 1:
@@ -217,9 +230,9 @@ def _measure(
     with engine:
         engine.generate(GenerationRequest(prompts[0], 8, ignore_eos=True))  # warm-up
         for concurrency in args.concurrency:
-            row = run_level(
-                engine, prompts, concurrency, max(args.requests, concurrency), args.max_new_tokens
-            )
+            count = max(args.requests, concurrency)
+            sampling = SamplingParams(args.temperature, args.top_p)
+            row = run_level(engine, prompts, concurrency, count, args.max_new_tokens, sampling)
             row.configuration = label
             rows.append(row)
             print(_format(row), flush=True)
