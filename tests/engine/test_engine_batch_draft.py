@@ -3,12 +3,15 @@ each alone with its own cache proposes."""
 
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import ExitStack
 
 import pytest
 import torch
 
+from engine import sampling
 from engine.capture import TargetFeatureCapture
+from engine.dispatched_ops import DispatchedOps
 from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.drafting.draft import Drafter, Proposal
 from engine.heads import draft_slots
@@ -151,12 +154,13 @@ def test_slots_run_out_and_come_back() -> None:
     assert batch.slots.acquire() == slot
 
 
+@pytest.mark.parametrize("sampled", [False, True])
 @pytest.mark.parametrize("variant", ["eagle3", "peagle"])
 def test_a_step_costs_the_same_attention_calls_and_no_host_read_whatever_the_batch(
-    variant: str, monkeypatch: pytest.MonkeyPatch
+    variant: str, sampled: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One head forward per chain step for the whole batch (one for a P-EAGLE head), each one
-    attention call; greedy drafting never reads a tensor back to the host."""
+    attention call; drafting, greedy or sampled, never reads a tensor back to the host."""
     target = tiny_target("LlamaForCausalLM")
     head = random_head(target, seed=2, variant=variant)
     hidden = int(target.config.hidden_size)
@@ -176,8 +180,9 @@ def test_a_step_costs_the_same_attention_calls_and_no_host_read_whatever_the_bat
                 aux_hidden_states=torch.randn(2 + row % 3, 3 * hidden),
                 next_token_ids=[(7 * row + column) % 90 for column in range(2 + row % 3)],
                 num_tokens=4,
-                params=SamplingParams(),
-                generator=None,
+                # Sampled: every other row, so a batch of 6 mixes both kinds.
+                params=SamplingParams(0.8, 0.9) if sampled and row % 2 == 0 else SamplingParams(),
+                generator=torch.Generator().manual_seed(row),
             )
             for row in range(batch)
         ]
@@ -193,3 +198,38 @@ def test_a_step_costs_the_same_attention_calls_and_no_host_read_whatever_the_bat
         assert [len(proposal.token_ids) for proposal in proposals] == [4] * batch
 
     assert counts[1] == counts[6] == ((1 if variant == "peagle" else 4), 0)
+
+
+def test_a_sampled_proposal_dispatches_the_same_ops_whatever_the_batch_but_its_draws(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No Python per sampled row in a proposal: beyond each row's draw of its uniforms from
+    its own generator (and the views that index them), a batch of 6 dispatches exactly the
+    operators a batch of 1 does. (A CPU searches a nucleus tier by tier, as many tiers as the
+    batch's hardest row needs; here it sorts whole rows, as a GPU does, so the count is fixed.)"""
+    monkeypatch.setattr(sampling, "CPU_CANDIDATE_TIERS", ())
+    target = tiny_target("LlamaForCausalLM")
+    head = random_head(target, seed=2)
+    hidden = int(target.config.hidden_size)
+    per_row = {"aten.uniform_", "aten.select", "aten.slice", "aten.view"}
+    dispatched: dict[int, Counter[str]] = {}
+    for batch in (1, 6):
+        drafter = BatchDrafter(head, int(target.config.vocab_size), max_sequences=batch)
+        requests = [
+            DraftRequest(
+                slot=drafter.slots.acquire(),
+                aux_hidden_states=torch.randn(2 + row % 3, 3 * hidden),
+                next_token_ids=[(7 * row + column) % 90 for column in range(2 + row % 3)],
+                num_tokens=4,
+                params=SamplingParams(0.8, 0.9) if row % 2 == 0 else SamplingParams(),
+                generator=torch.Generator().manual_seed(row),
+            )
+            for row in range(batch)
+        ]
+        with torch.inference_mode(), DispatchedOps() as ops:
+            drafter.propose(requests)
+        dispatched[batch] = Counter(ops.names)
+
+    assert dispatched[6]["aten.uniform_"] == 3  # rows 0, 2 and 4 sample
+    one, six = ({op: n for op, n in dispatched[b].items() if op not in per_row} for b in (1, 6))
+    assert six == one
