@@ -125,9 +125,26 @@ def _nuclei(
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One draw per row of ``probs`` [..., V] -> ids [...]."""
+    """One draw per row of ``probs`` [..., V] -> ids [...], at uniforms from ``generator``
+    (``draw_at``): every seeded draw in the engine -- plain decoding, drafting, verification
+    -- consumes its generator this way, so a row drawn alone or in a batch, eagerly or in a
+    CUDA graph with its uniforms drawn beforehand, gets the same token."""
     flat = probs.reshape(-1, probs.shape[-1])
-    return torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
+    uniforms = torch.rand(flat.shape[0], generator=generator, device=flat.device)
+    return draw_at(flat, uniforms).reshape(probs.shape[:-1])
+
+
+def draw_at(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """One draw from each row of ``probs`` [R, V] at ``uniforms`` [R] in [0, 1): the first
+    token whose cumulative mass exceeds u times the row's total (inverting the distribution's
+    cumulative sum). Rounding can put that point at the total itself, past every token; the
+    draw is then the last token of positive mass, so a token of zero mass (one a top-p cut
+    removed: a flat stretch of the sum) is never drawn."""
+    cumulative = probs.cumsum(-1)
+    drawn = torch.searchsorted(cumulative, (uniforms * cumulative[:, -1])[:, None], right=True)[:, 0]
+    columns = torch.arange(probs.shape[-1], device=probs.device)
+    last_positive = torch.where(probs > 0, columns, 0).amax(-1)
+    return torch.minimum(drawn, last_positive)
 
 
 def sample_tokens(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from engine.sampling import sample
+from engine.sampling import draw_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +91,12 @@ def sampled_verdicts(
     """Speculative sampling of every row of a batch on the device: [R, 2] (accepted, next token).
 
     Row ``r`` is ``verify_sampled``'s arguments; K_r may be 0 (plain sampling: the token is
-    drawn from ``target_probs[r][0]``, ``draft_probs[r]`` is [0, V]). Each row draws from its
-    own generator, K_r uniforms then one token, in the order a row verified alone draws them,
-    so a seeded request samples the same tokens whatever else is in the batch. Nothing is
-    read back: which distribution the last token comes from is chosen on the device.
+    drawn from ``target_probs[r][0]``, ``draft_probs[r]`` is [0, V]). Each row draws K_r + 1
+    uniforms from its own generator in one call -- K_r acceptance tests, then its token
+    (``engine.sampling.draw_at``) -- as a row verified alone draws them, so a seeded request
+    samples the same tokens whatever else is in the batch. Then the whole batch is decided in
+    one set of operations over the rows padded to the longest, with no Python per row, and
+    nothing is read back: which distribution the last token comes from is chosen on the device.
     """
     _check_rows(draft_ids, target_probs)
     if not (len(draft_ids) == len(draft_probs) == len(generators)):
@@ -102,39 +104,42 @@ def sampled_verdicts(
             f"{len(draft_ids)} rows of drafts, {len(draft_probs)} of draft distributions "
             f"and {len(generators)} generators"
         )
-    rows = [
-        _sampled_verdict(ids, q, p, generator)
-        for ids, q, p, generator in zip(draft_ids, draft_probs, target_probs, generators, strict=True)
-    ]
-    return torch.stack(rows) if rows else torch.empty(0, 2, dtype=torch.long)
-
-
-def _sampled_verdict(
-    draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor, generator: torch.Generator
-) -> torch.Tensor:
-    """One row of ``sampled_verdicts``: accept draft x with probability min(1, p(x)/q(x)); at
-    the first rejection draw from norm(max(p - q, 0)); after K acceptances draw from p."""
-    num_drafts = draft_ids.shape[0]
-    if num_drafts == 0:  # plain sampling: nothing to accept, the token comes from p
-        token = sample(target_probs[0], generator)
-        return torch.stack([torch.zeros_like(token), token])
-    positions = torch.arange(num_drafts, device=draft_ids.device)
-    p_draft = target_probs[positions, draft_ids]
-    q_draft = draft_probs[positions, draft_ids]
-    uniforms = torch.rand(num_drafts, generator=generator, dtype=p_draft.dtype, device=p_draft.device)
-    # u < p/q written without the division: q > 0 for a drawn token, and p = 0 never accepts.
-    accepted = (uniforms * q_draft < p_draft).long().cumprod(dim=0).sum().view(1)
-    p_next = target_probs.index_select(0, accepted)[0]
-    # Past the last draft there is no q, and p itself is the law: the last draft's row, zeroed,
-    # stands in for it, so no [K+1, V] copy is made per row and step.
-    within = accepted < num_drafts
-    q_next = draft_probs.index_select(0, accepted.clamp(max=num_drafts - 1))[0] * within
+    if not draft_ids:
+        return torch.empty(0, 2, dtype=torch.long)
+    counts = [int(ids.shape[0]) for ids in draft_ids]
+    longest, device = max(counts), target_probs[0].device
+    draws = torch.zeros(len(counts), longest + 1, dtype=torch.float32, device=device)
+    for row, (count, generator) in enumerate(zip(counts, generators, strict=True)):
+        draws[row, : count + 1].uniform_(generator=generator)
+    batch = torch.arange(len(counts), device=device)
+    drafted = torch.tensor(counts, device=device)
+    p = pad_sequence(list(target_probs), batch_first=True)  # [R, K+1, V], zero past a row's K_r+1
+    accepted = torch.zeros_like(drafted)
+    q_next = torch.zeros_like(p[:, 0])
+    if longest:
+        q = pad_sequence(list(draft_probs), batch_first=True)  # [R, K, V]
+        ids = pad_sequence(list(draft_ids), batch_first=True)[..., None]  # [R, K, 1]
+        p_draft, q_draft = p[:, :longest].gather(2, ids)[..., 0], q.gather(2, ids)[..., 0]
+        # u < p/q written without the division: q > 0 for a drawn token, and p = 0 never
+        # accepts. Padding past a row's drafts never accepts (its p is a real row's, q is 0).
+        real = torch.arange(longest, device=device)[None, :] < drafted[:, None]
+        kept = (draws[:, :longest] * q_draft < p_draft) & real
+        accepted = kept.long().cumprod(dim=1).sum(dim=1)
+        # Past a row's last draft there is no q, and p itself is the law: that row's last
+        # draft's q, zeroed, stands in for it.
+        within = accepted < drafted
+        q_next = q[batch, accepted.clamp(max=longest - 1)] * within[:, None]
+    p_next = p[batch, accepted]  # [R, V]
     residual = (p_next - q_next).clamp_(min=0.0)
-    mass = residual.sum()
-    # Every draft accepted: p. p == q up to rounding leaves no residual mass: p is the law too.
-    from_p = ~within[0] | (mass <= 0.0)
-    distribution = torch.where(from_p, p_next, residual / torch.where(from_p, 1.0, mass))
-    return torch.cat([accepted, sample(distribution, generator).view(1)])
+    mass = residual.sum(dim=-1)
+    # Every draft accepted (or none drafted): p. p == q up to rounding leaves no residual
+    # mass: p is the law too.
+    from_p = (accepted >= drafted) | (mass <= 0.0)
+    distribution = torch.where(
+        from_p[:, None], p_next, residual / torch.where(from_p, torch.ones_like(mass), mass)[:, None]
+    )
+    token = draw_at(distribution, draws[batch, drafted])
+    return torch.stack([accepted, token], dim=1)
 
 
 def read_verdicts(*verdicts: torch.Tensor) -> list[Verdict]:

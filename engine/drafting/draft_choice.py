@@ -2,8 +2,9 @@
 sampled rows draw from their own tempered, top-p distribution -- no host read and no Python
 per row, so a sampled proposal runs like a greedy one and a CUDA graph can hold it.
 
-A sampled row draws by inverting its distribution's cumulative sum at a uniform number: the
-first token whose cumulative mass exceeds u. The uniforms are what make a graph possible: each
+A sampled row draws by inverting its distribution's cumulative sum at a uniform number
+(``engine.sampling.draw_at``, as every seeded draw in the engine does): the first token whose
+cumulative mass exceeds u. The uniforms are what make a graph possible: each
 sampled row draws all of its proposal's, one a draft, from its own generator before the
 proposal starts, outside any graph, and the graph only sums and searches. A row consumes its
 generator the same way alone (``Drafter``), in a batch, eagerly or replayed, so a seeded
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.sampling import SamplingParams, row_probabilities
+from engine.sampling import SamplingParams, draw_at, row_probabilities
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,19 +71,7 @@ def choose(
     if choice is None:
         return greedy, None
     probs = row_probabilities(logits, choice.temperature, choice.top_p)
-    return torch.where(choice.temperature > 0, inverse_cdf(probs, choice.uniforms[:, step]), greedy), probs
-
-
-def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """One draw from each row of ``probs`` [B, V] at ``uniforms`` [B] in [0, 1): the first
-    token whose cumulative mass exceeds u times the row's total. Rounding can put that point
-    at the total itself, past every token; the draw is then the last token of positive mass,
-    so a token the nucleus cut (mass 0, a flat stretch of the sum) is never drawn."""
-    cumulative = probs.cumsum(-1)
-    drawn = torch.searchsorted(cumulative, (uniforms * cumulative[:, -1])[:, None], right=True)[:, 0]
-    columns = torch.arange(probs.shape[-1], device=probs.device)
-    last_positive = torch.where(probs > 0, columns, 0).amax(-1)
-    return torch.minimum(drawn, last_positive)
+    return torch.where(choice.temperature > 0, draw_at(probs, choice.uniforms[:, step]), greedy), probs
 
 
 def on_target_vocabulary(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.drafting.draft_choice import DraftChoice, choose, draft_choice, inverse_cdf
-from engine.sampling import SamplingParams, probabilities, row_probabilities
+from engine.drafting.draft_choice import DraftChoice, choose, draft_choice
+from engine.sampling import SamplingParams, draw_at, probabilities, row_probabilities
 
 VOCAB = 40
 ROWS = [SamplingParams(1.0, 1.0), SamplingParams(0.7, 0.8), SamplingParams(), SamplingParams(1.3, 0.95)]
@@ -83,13 +83,13 @@ def test_a_draw_at_either_end_never_picks_a_token_the_nucleus_cut(uniform: float
     # The nucleus leaves zeros before, between and after its tokens; u * total can round to the
     # total itself (1.0 stands for that), past every token.
     probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0, 0.0]])
-    drawn = int(inverse_cdf(probs, torch.tensor([uniform]))[0])
+    drawn = int(draw_at(probs, torch.tensor([uniform]))[0])
     assert drawn == (1 if uniform == 0.0 else 4)
 
 
 def test_a_draw_falls_where_its_uniform_falls_in_the_cumulative_mass() -> None:
     probs = torch.tensor([[0.1, 0.0, 0.4, 0.5]]).repeat(5, 1)
-    drawn = inverse_cdf(probs, torch.tensor([0.0, 0.09, 0.1, 0.49, 0.51]))
+    drawn = draw_at(probs, torch.tensor([0.0, 0.09, 0.1, 0.49, 0.51]))
     assert drawn.tolist() == [0, 0, 2, 2, 3]
 
 

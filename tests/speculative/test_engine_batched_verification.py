@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
 
+from engine.dispatched_ops import DispatchedOps
 from engine.sampling import sample
 from speculative.verification import (
     greedy_verdicts,
@@ -69,10 +72,12 @@ def test_logits_that_do_not_fit_the_drafts_are_refused_by_row() -> None:
 
 
 def _sampled_row(generator: torch.Generator, drafts: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Drafts drawn from a draft distribution q [K, V] and the target's p [K+1, V]: some are
-    accepted and some rejected, depending on the uniforms."""
-    p = torch.softmax(2.0 * torch.randn(drafts + 1, VOCAB, generator=generator), dim=-1)
-    q = torch.softmax(2.0 * torch.randn(drafts, VOCAB, generator=generator), dim=-1)
+    """Drafts drawn from a draft distribution q [K, V] and the target's p [K+1, V], both near
+    one shared distribution, as a head's are near its target's: some drafts are accepted and
+    some rejected, depending on the uniforms."""
+    shared = 2.0 * torch.randn(drafts + 1, VOCAB, generator=generator)
+    p = torch.softmax(shared + 0.8 * torch.randn(drafts + 1, VOCAB, generator=generator), dim=-1)
+    q = torch.softmax(shared[:drafts] + 0.8 * torch.randn(drafts, VOCAB, generator=generator), dim=-1)
     ids = sample(q, generator) if drafts else torch.empty(0, dtype=torch.long)
     return ids, q, p
 
@@ -136,3 +141,27 @@ def test_sampled_rows_that_do_not_fit_are_refused() -> None:
     with pytest.raises(ValueError, match="1 rows of drafts, 2 of draft distributions and 1 generators"):
         sampled_verdicts([ids], [q, q], [p], [torch.Generator()])
     assert read_verdicts(sampled_verdicts([], [], [], [])) == []
+
+
+def test_sampled_verification_dispatches_the_same_ops_whatever_the_batch_but_its_draws() -> None:
+    """No Python per row: beyond each row's one draw of its uniforms from its own generator,
+    the views that index them and the copies that pad the rows it is handed as a list, 8 rows
+    dispatch exactly the operators 2 rows do."""
+    generator = torch.Generator().manual_seed(5)
+    rows = [_sampled_row(generator, drafts) for drafts in (0, 3, 1, 4, 2, 3, 0, 4)]
+    per_row = {"aten.uniform_", "aten.select", "aten.slice", "aten.view", "aten.copy_"}
+    dispatched = {}
+    for batch in (2, 8):
+        chosen = rows[:batch]
+        with DispatchedOps() as ops:
+            sampled_verdicts(
+                [ids for ids, _, _ in chosen],
+                [q for _, q, _ in chosen],
+                [p for _, _, p in chosen],
+                [torch.Generator().manual_seed(row) for row in range(batch)],
+            )
+        dispatched[batch] = Counter(ops.names)
+
+    assert dispatched[8]["aten.uniform_"] == 8
+    two, eight = ({op: n for op, n in dispatched[b].items() if op not in per_row} for b in (2, 8))
+    assert eight == two
