@@ -154,6 +154,22 @@ def test_slots_run_out_and_come_back() -> None:
     assert batch.slots.acquire() == slot
 
 
+def _mixed_requests(drafter: BatchDrafter, batch: int, hidden: int, *, sampled: bool) -> list[DraftRequest]:
+    """``batch`` requests of 2-4 new entries and 4 drafts each, in slots of ``drafter``;
+    ``sampled``: every other row samples, so a batch of 6 mixes both kinds."""
+    return [
+        DraftRequest(
+            slot=drafter.slots.acquire(),
+            aux_hidden_states=torch.randn(2 + row % 3, 3 * hidden),
+            next_token_ids=[(7 * row + column) % 90 for column in range(2 + row % 3)],
+            num_tokens=4,
+            params=SamplingParams(0.8, 0.9) if sampled and row % 2 == 0 else SamplingParams(),
+            generator=torch.Generator().manual_seed(row),
+        )
+        for row in range(batch)
+    ]
+
+
 @pytest.mark.parametrize("sampled", [False, True])
 @pytest.mark.parametrize("variant", ["eagle3", "peagle"])
 def test_a_step_costs_the_same_attention_calls_and_no_host_read_whatever_the_batch(
@@ -174,18 +190,7 @@ def test_a_step_costs_the_same_attention_calls_and_no_host_read_whatever_the_bat
     counts: dict[int, tuple[int, int]] = {}
     for batch in (1, 6):
         drafter = BatchDrafter(head, int(target.config.vocab_size), max_sequences=batch)
-        requests = [
-            DraftRequest(
-                slot=drafter.slots.acquire(),
-                aux_hidden_states=torch.randn(2 + row % 3, 3 * hidden),
-                next_token_ids=[(7 * row + column) % 90 for column in range(2 + row % 3)],
-                num_tokens=4,
-                # Sampled: every other row, so a batch of 6 mixes both kinds.
-                params=SamplingParams(0.8, 0.9) if sampled and row % 2 == 0 else SamplingParams(),
-                generator=torch.Generator().manual_seed(row),
-            )
-            for row in range(batch)
-        ]
+        requests = _mixed_requests(drafter, batch, hidden, sampled=sampled)
         calls["attention"] = 0
         with (
             torch.inference_mode(),
@@ -215,17 +220,7 @@ def test_a_sampled_proposal_dispatches_the_same_ops_whatever_the_batch_but_its_d
     dispatched: dict[int, Counter[str]] = {}
     for batch in (1, 6):
         drafter = BatchDrafter(head, int(target.config.vocab_size), max_sequences=batch)
-        requests = [
-            DraftRequest(
-                slot=drafter.slots.acquire(),
-                aux_hidden_states=torch.randn(2 + row % 3, 3 * hidden),
-                next_token_ids=[(7 * row + column) % 90 for column in range(2 + row % 3)],
-                num_tokens=4,
-                params=SamplingParams(0.8, 0.9) if row % 2 == 0 else SamplingParams(),
-                generator=torch.Generator().manual_seed(row),
-            )
-            for row in range(batch)
-        ]
+        requests = _mixed_requests(drafter, batch, hidden, sampled=True)
         with torch.inference_mode(), DispatchedOps() as ops:
             drafter.propose(requests)
         dispatched[batch] = Counter(ops.names)
