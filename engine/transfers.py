@@ -1,5 +1,5 @@
-"""Small integer tables (token ids, positions, slots, indices) from the host to the device in
-one copy that does not stall the device.
+"""Small tables (token ids, positions, slots, indices; sampling settings) from the host to the
+device in one copy that does not stall the device.
 
 A step's bookkeeping lives on the host (lengths, the layout of a padded batch) and reaches
 the device as a handful of small tensors. ``torch.tensor(values, device="cuda")`` copies from
@@ -22,7 +22,19 @@ IntTable = Sequence[int] | Sequence[Sequence[int]] | np.ndarray
 
 def int_tables_to(device: torch.device, *tables: IntTable) -> list[torch.Tensor]:
     """Each of ``tables``, flattened, as an int64 tensor on ``device``, all in one copy."""
-    flat = [np.asarray(table, dtype=np.int64).reshape(-1) for table in tables]
-    host = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64))
+    return _tables_to(device, tables, np.int64)
+
+
+def float_tables_to(device: torch.device, *tables: Sequence[float]) -> list[torch.Tensor]:
+    """Each of ``tables`` as a float32 tensor on ``device``, all in one copy (per-row sampling
+    settings: temperatures, top-p)."""
+    return _tables_to(device, tables, np.float32)
+
+
+def _tables_to(
+    device: torch.device, tables: Sequence[IntTable | Sequence[float]], dtype: type[np.generic]
+) -> list[torch.Tensor]:
+    flat = [np.asarray(table, dtype=dtype).reshape(-1) for table in tables]
+    host = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype=dtype))
     moved = host.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else host.to(device)
     return list(torch.split(moved, [len(table) for table in flat]))

@@ -21,6 +21,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from engine.sampling import draw_at
+from engine.transfers import int_tables_to
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,7 @@ def sampled_verdicts(
     for row, (count, generator) in enumerate(zip(counts, generators, strict=True)):
         draws[row, : count + 1].uniform_(generator=generator)
     batch = torch.arange(len(counts), device=device)
-    drafted = torch.tensor(counts, device=device)
+    (drafted,) = int_tables_to(device, counts)  # pinned: a plain copy would stall the device
     p = pad_sequence(list(target_probs), batch_first=True)  # [R, K+1, V], zero past a row's K_r+1
     accepted = torch.zeros_like(drafted)
     q_next = torch.zeros_like(p[:, 0])

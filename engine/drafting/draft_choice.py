@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.sampling import SamplingParams, draw_at, row_probabilities
+from engine.transfers import float_tables_to
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +55,11 @@ def draft_choice(
         if generator is None:
             raise ValueError("sampled drafting needs a generator")
         uniforms[row, :count].uniform_(generator=generator)
-    settings = torch.tensor(
-        [[row.temperature for row in params], [row.top_p for row in params]], dtype=torch.float32
-    ).to(device)
-    return DraftChoice(temperature=settings[0], top_p=settings[1], uniforms=uniforms)
+    # Through pinned memory: a plain copy from the host would wait for the device's queue.
+    temperature, top_p = float_tables_to(
+        device, [row.temperature for row in params], [row.top_p for row in params]
+    )
+    return DraftChoice(temperature=temperature, top_p=top_p, uniforms=uniforms)
 
 
 def choose(

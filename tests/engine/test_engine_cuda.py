@@ -16,7 +16,7 @@ from engine.packed_generation import Recording
 from engine.runner import SlotRunner
 from engine.sampling import SamplingParams
 from engine.slot_attention import visible_keys
-from engine.transfers import int_tables_to
+from engine.transfers import float_tables_to, int_tables_to
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from tests.speculative.engine_doubles import hf_greedy, random_head, tiny_target
 from trainer.models.tiny import build_tiny_target
@@ -93,12 +93,15 @@ def test_replies_and_features_on_cuda_agree_with_the_cpu() -> None:
     )
 
 
-def test_int_tables_reach_the_gpu_intact() -> None:
+def test_int_and_float_tables_reach_the_gpu_intact() -> None:
     ids, positions = int_tables_to(torch.device("cuda"), [[4, 5], [6, 7]], np.arange(3))
+    (temperatures,) = float_tables_to(torch.device("cuda"), [0.7, 0.0])
     torch.cuda.synchronize()
-    assert ids.device.type == "cuda"
+    assert ids.device.type == temperatures.device.type == "cuda"
     assert ids.tolist() == [4, 5, 6, 7]
     assert positions.tolist() == [0, 1, 2]
+    assert temperatures.dtype == torch.float32
+    torch.testing.assert_close(temperatures.cpu(), torch.tensor([0.7, 0.0]))
 
 
 def test_the_batch_drafter_on_cuda_drafts_what_it_drafts_on_the_cpu() -> None:

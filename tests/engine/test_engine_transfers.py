@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.transfers import int_tables_to
+from engine.transfers import float_tables_to, int_tables_to
 
 
 def test_every_table_comes_back_flattened_in_order() -> None:
@@ -22,3 +22,11 @@ def test_every_table_comes_back_flattened_in_order() -> None:
 
 def test_no_tables_give_no_tensors() -> None:
     assert int_tables_to(torch.device("cpu")) == []
+
+
+def test_float_tables_come_back_as_float32_in_order() -> None:
+    temperatures, top_p = float_tables_to(torch.device("cpu"), [0.7, 0.0, 1.3], (0.9, 1.0, 0.95))
+
+    assert temperatures.dtype == top_p.dtype == torch.float32
+    torch.testing.assert_close(temperatures, torch.tensor([0.7, 0.0, 1.3]))
+    torch.testing.assert_close(top_p, torch.tensor([0.9, 1.0, 0.95]))
