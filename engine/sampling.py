@@ -102,11 +102,15 @@ def _nuclei(
     ``top_p``: one for every row, or each row's own [R]."""
     vocab = rows.shape[-1]
     tiers = [k for k in CPU_CANDIDATE_TIERS if k < vocab] if rows.device.type == "cpu" else []
+    # Each row's top_p as a column, so a tier's rows take theirs with the same index as their
+    # probabilities (a float32 tensor of the value compares as the Python float does).
+    limits = (
+        top_p if isinstance(top_p, torch.Tensor) else torch.full((rows.shape[0],), top_p, device=rows.device)
+    )
+    limits = limits[:, None]
     pending: torch.Tensor | None = None
     for k in [*tiers, vocab]:
-        part = rows if pending is None else rows[pending]
-        cut = top_p if not isinstance(top_p, torch.Tensor) else (top_p if pending is None else top_p[pending])
-        cut = cut[:, None] if isinstance(cut, torch.Tensor) else cut
+        part, cut = (rows, limits) if pending is None else (rows[pending], limits[pending])
         top, ids = part.sort(dim=-1, descending=True) if k == vocab else part.topk(k, dim=-1)
         mass = top.cumsum(dim=-1)
         # A token stays if the mass strictly before it is below top_p, so the top one always stays.
@@ -115,7 +119,7 @@ def _nuclei(
             yield pending, ids, nucleus
             return
         # Where the candidates reach top_p, every token beyond them has at least that much before it.
-        reached = (mass[:, -1:] >= cut).reshape(-1)
+        reached = mass[:, -1] >= cut[:, 0]
         index = reached.nonzero().squeeze(-1) if pending is None else pending[reached]
         if index.numel():
             yield index, ids[reached], nucleus[reached]

@@ -48,13 +48,13 @@ def draft_choice(
     one call, here, before any head forward; ``steps`` is the longest chain of the batch."""
     if all(row.greedy for row in params):
         return None
+    # Refused before any row draws, so a refused proposal leaves every generator as it was.
+    if any(generator is None for row, generator in zip(params, generators, strict=True) if not row.greedy):
+        raise ValueError("sampled drafting needs a generator")
     uniforms = torch.zeros((len(params), steps), dtype=torch.float32, device=device)
     for row, (row_params, generator, count) in enumerate(zip(params, generators, num_tokens, strict=True)):
-        if row_params.greedy:
-            continue
-        if generator is None:
-            raise ValueError("sampled drafting needs a generator")
-        uniforms[row, :count].uniform_(generator=generator)
+        if generator is not None and not row_params.greedy:
+            uniforms[row, :count].uniform_(generator=generator)
     # Through pinned memory: a plain copy from the host would wait for the device's queue.
     temperature, top_p = float_tables_to(
         device, [row.temperature for row in params], [row.top_p for row in params]

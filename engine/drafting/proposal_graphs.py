@@ -184,7 +184,7 @@ class ProposalGraphs:
     def _capture(
         self, key: tuple[int, int, int, int, bool], features: torch.Tensor, choice: DraftChoice | None
     ) -> _Graph:
-        rows, width, steps, keys, sampled = key
+        rows, width, steps, keys, _ = key  # the last: whether ``choice`` is given
         device = self.draft_to_target.device
         # Until the first replay every row is padding: a warm-up writes the spare slot only.
         inputs = FirstInputs(
@@ -196,7 +196,7 @@ class ProposalGraphs:
             extra=torch.zeros(rows, dtype=torch.long, device=device),
         )
         static_choice = None
-        if sampled and choice is not None:
+        if choice is not None:
             static_choice = DraftChoice(
                 temperature=choice.temperature.new_zeros(rows),
                 top_p=choice.top_p.new_ones(rows),
@@ -218,7 +218,7 @@ class ProposalGraphs:
         self.captures += 1
         logger.info(
             "captured a %s proposal: %d rows of %d, %d chain steps, %d keys",
-            "sampled" if sampled else "greedy",
+            "greedy" if static_choice is None else "sampled",
             rows,
             width,
             steps,

@@ -93,9 +93,19 @@ def test_a_draw_falls_where_its_uniform_falls_in_the_cumulative_mass() -> None:
     assert drawn.tolist() == [0, 0, 2, 2, 3]
 
 
-def test_sampled_drafting_without_a_generator_is_refused() -> None:
+def test_sampled_drafting_without_a_generator_is_refused_before_any_row_draws() -> None:
     with pytest.raises(ValueError, match="needs a generator"):
         draft_choice(ROWS, [None] * len(ROWS), [1] * len(ROWS), steps=1, device=torch.device("cpu"))
+    # The last sampled row lacks one: the rows before it have not drawn from theirs.
+    generators: list[torch.Generator | None] = [
+        torch.Generator().manual_seed(row) for row in range(len(ROWS))
+    ]
+    generators[-1] = None
+    with pytest.raises(ValueError, match="needs a generator"):
+        draft_choice(ROWS, generators, [1] * len(ROWS), steps=1, device=torch.device("cpu"))
+    for row, generator in enumerate(generators[:-1]):
+        assert generator is not None
+        assert torch.equal(generator.get_state(), torch.Generator().manual_seed(row).get_state())
 
 
 def test_an_all_greedy_batch_builds_no_choice() -> None:
