@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -139,7 +140,32 @@ def guidellm_environment(environ: dict[str, str] | None = None) -> dict[str, str
     return {**CLIENT_SETTINGS, **base}
 
 
+# guidellm 0.8.1 cannot compile a level that saw no request at all: when a level's time limit
+# (max_duration) runs out before its data loader has handed out the first request, the level ends
+# with no timings and guidellm raises this, losing every level of the run. Its data loader forks a
+# process per level; on a starved 2-core worker that took longer than the level's limit (CI, session
+# 38). Reproduced by delaying guidellm's data loader past the limit. The run is repeated once.
+NOTHING_MEASURED = "No measurement start or end times available"
+ATTEMPTS_WHEN_NOTHING_MEASURED = 2
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
+
+
 def run_guidellm(command: list[str], log_path: Path, timeout: float | None = None) -> None:
+    """Run guidellm, its output in ``log_path``. A run that failed because a level measured nothing
+    is run again once; the failed run's log is kept beside (``<name>-attempt-1.log``)."""
+    for attempt in range(1, ATTEMPTS_WHEN_NOTHING_MEASURED + 1):
+        try:
+            _run_once(command, log_path, timeout)
+            return
+        except GuidellmError as error:
+            if NOTHING_MEASURED not in str(error) or attempt == ATTEMPTS_WHEN_NOTHING_MEASURED:
+                raise
+            kept = log_path.with_name(f"{log_path.stem}-attempt-{attempt}{log_path.suffix}")
+            log_path.replace(kept)
+            logger.warning("guidellm measured nothing in a level (%s); running it again", kept)
+
+
+def _run_once(command: list[str], log_path: Path, timeout: float | None) -> None:
     logger.info("running guidellm: %s", " ".join(command))
     with log_path.open("w") as log:
         try:
@@ -154,8 +180,17 @@ def run_guidellm(command: list[str], log_path: Path, timeout: float | None = Non
         except subprocess.TimeoutExpired as error:
             raise GuidellmError(f"guidellm ran longer than {timeout:.0f}s; see {log_path}") from error
     if completed.returncode != 0:
-        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
-        raise GuidellmError(f"guidellm exited with status {completed.returncode}:\n{tail}")
+        raise GuidellmError(failure_message(completed.returncode, log_path))
+
+
+def failure_message(returncode: int, log_path: Path) -> str:
+    """Why guidellm failed, the cause first: a job's FailureReason is cut at 1,024 characters,
+    and a traceback's last line (the exception) is what says what went wrong."""
+    lines = log_path.read_text(errors="replace").splitlines()
+    causes = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    cause = f" {causes[-1]}" if causes else ""
+    tail = "\n".join(lines[-12:])
+    return f"guidellm exited with status {returncode}:{cause}\nlast lines of {log_path}:\n{tail}"
 
 
 def parse_guidellm_report(document: dict[str, Any]) -> list[LevelResult]:
