@@ -3,6 +3,7 @@ each alone with its own cache proposes."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from contextlib import ExitStack
 
@@ -12,6 +13,7 @@ import torch
 from engine import sampling
 from engine.capture import TargetFeatureCapture
 from engine.dispatched_ops import DispatchedOps
+from engine.drafting import batch_draft, draft_choice
 from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.drafting.draft import Drafter, Proposal
 from engine.heads import draft_slots
@@ -218,7 +220,7 @@ def test_a_sampled_proposal_dispatches_the_same_ops_whatever_the_batch_but_its_d
     hidden = int(target.config.hidden_size)
     per_row = {"aten.uniform_", "aten.select", "aten.slice", "aten.view"}
     dispatched: dict[int, Counter[str]] = {}
-    for batch in (1, 6):
+    for batch in (2, 6):
         drafter = BatchDrafter(head, int(target.config.vocab_size), max_sequences=batch)
         requests = _mixed_requests(drafter, batch, hidden, sampled=True)
         with torch.inference_mode(), DispatchedOps() as ops:
@@ -226,5 +228,46 @@ def test_a_sampled_proposal_dispatches_the_same_ops_whatever_the_batch_but_its_d
         dispatched[batch] = Counter(ops.names)
 
     assert dispatched[6]["aten.uniform_"] == 3  # rows 0, 2 and 4 sample
-    one, six = ({op: n for op, n in dispatched[b].items() if op not in per_row} for b in (1, 6))
-    assert six == one
+    two, six = ({op: n for op, n in dispatched[b].items() if op not in per_row} for b in (2, 6))
+    assert six == two
+
+
+def test_a_mixed_batch_maps_only_its_sampling_rows_onto_the_target_vocabulary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A greedy row's draft distributions are never read: only the sampling rows' are mapped
+    onto the target vocabulary, and each still gets its own row's."""
+    target = tiny_target("LlamaForCausalLM")
+    head = random_head(target, seed=2)
+    hidden = int(target.config.hidden_size)
+    vocab = int(target.config.vocab_size)
+    mapped_rows: list[int] = []
+    mapping = draft_choice.on_target_vocabulary
+
+    def recorded(probs: torch.Tensor, *args: object) -> torch.Tensor:
+        mapped_rows.append(probs.shape[0])
+        return mapping(probs, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(batch_draft, "on_target_vocabulary", recorded)
+    proposals = {}
+    for sampled_rows in ("every other", "all"):
+        drafter = BatchDrafter(head, vocab, max_sequences=6)
+        torch.manual_seed(0)  # the same entries both times
+        requests = _mixed_requests(drafter, 6, hidden, sampled=True)
+        if sampled_rows == "all":
+            requests = [dataclasses.replace(request, params=SamplingParams(0.8, 0.9)) for request in requests]
+        with torch.inference_mode():
+            proposals[sampled_rows] = drafter.propose(requests)
+
+    assert mapped_rows == [3, 6]
+    mixed, every = proposals["every other"], proposals["all"]
+    for row in range(6):
+        if row % 2:
+            assert mixed[row].probs is None
+            continue
+        probs = mixed[row].probs
+        assert probs is not None
+        assert probs.shape == (4, vocab)
+        # A row's distributions depend only on its own draws: the same as in an all-sampling batch.
+        torch.testing.assert_close(probs, every[row].probs)
+        torch.testing.assert_close(mixed[row].token_ids, every[row].token_ids)
