@@ -43,7 +43,7 @@ from engine.drafting.draft import Proposal
 from engine.heads.draft_precision import draft_dtype
 from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
-from engine.sampling import probabilities
+from engine.sampling import rows_probabilities
 from engine.segments import Segment, SegmentOutput, SequenceCache, ServingTarget
 from engine.serving_targets import serving_target
 from serving.metrics import EngineMetrics
@@ -266,7 +266,10 @@ class ServingEngine:
         sampled_rows = sampled_verdicts(
             [drafts[row] for row in sampled],
             [self._draft_probs_of(proposals[row]) for row in sampled],
-            [probabilities(scored[row], self._active[row].handle.request.sampling) for row in sampled],
+            rows_probabilities(
+                [scored[row] for row in sampled],
+                [self._active[row].handle.request.sampling for row in sampled],
+            ),
             [self._generator_of(self._active[row]) for row in sampled],
         )
         by_row = dict(zip([*greedy, *sampled], read_verdicts(greedy_rows, sampled_rows), strict=True))

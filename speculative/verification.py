@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
-from torch.nn.utils.rnn import pad_sequence
 
 from engine.sampling import draw_at
 from engine.transfers import int_tables_to
@@ -57,14 +57,20 @@ def greedy_verdicts(draft_ids: Sequence[torch.Tensor], target_logits: Sequence[t
     _check_rows(draft_ids, target_logits)
     if not draft_ids:
         return torch.empty(0, 2, dtype=torch.long)
-    # Padding never matches: the target side pads with -1, the draft side with -2.
-    targets = pad_sequence(
-        [logits.argmax(dim=-1) for logits in target_logits], batch_first=True, padding_value=-1
+    counts = [int(ids.shape[0]) for ids in draft_ids]
+    longest, device = max(counts), target_logits[0].device
+    drafted, target_at, draft_at = int_tables_to(
+        device, counts, gather_index([n + 1 for n in counts], longest + 1), gather_index(counts, longest)
     )
-    drafts = pad_sequence(list(draft_ids), batch_first=True, padding_value=-2).to(targets.dtype)
-    accepted = (targets[:, : drafts.shape[1]] == drafts).int().cumprod(dim=1).sum(dim=1)
-    next_tokens = targets.gather(1, accepted.unsqueeze(1).long()).squeeze(1)
-    return torch.stack([accepted.long(), next_tokens], dim=1)
+    targets = padded(torch.cat(list(target_logits)).argmax(dim=-1), target_at, len(counts))  # [R, K+1]
+    if not longest:
+        return torch.stack([torch.zeros_like(drafted), targets[:, 0]], dim=1)
+    drafts = padded(torch.cat(list(draft_ids)).to(targets.dtype), draft_at, len(counts))  # [R, K]
+    # A padded position repeats a row's last entry: only matches within a row's drafts count.
+    real = torch.arange(longest, device=device)[None, :] < drafted[:, None]
+    accepted = ((targets[:, :longest] == drafts) & real).long().cumprod(dim=1).sum(dim=1)
+    next_tokens = targets.gather(1, accepted.unsqueeze(1)).squeeze(1)
+    return torch.stack([accepted, next_tokens], dim=1)
 
 
 def verify_sampled(
@@ -108,21 +114,24 @@ def sampled_verdicts(
     if not draft_ids:
         return torch.empty(0, 2, dtype=torch.long)
     counts = [int(ids.shape[0]) for ids in draft_ids]
-    longest, device = max(counts), target_probs[0].device
-    draws = torch.zeros(len(counts), longest + 1, dtype=torch.float32, device=device)
+    rows, longest, device = len(counts), max(counts), target_probs[0].device
+    draws = torch.zeros(rows, longest + 1, dtype=torch.float32, device=device)
     for row, (count, generator) in enumerate(zip(counts, generators, strict=True)):
         draws[row, : count + 1].uniform_(generator=generator)
-    batch = torch.arange(len(counts), device=device)
-    (drafted,) = int_tables_to(device, counts)  # pinned: a plain copy would stall the device
-    p = pad_sequence(list(target_probs), batch_first=True)  # [R, K+1, V], zero past a row's K_r+1
+    batch = torch.arange(rows, device=device)
+    # pinned: a plain copy would stall the device
+    drafted, target_at, draft_at = int_tables_to(
+        device, counts, gather_index([n + 1 for n in counts], longest + 1), gather_index(counts, longest)
+    )
+    p = padded(torch.cat(list(target_probs)), target_at, rows)  # [R, K+1, V]
     accepted = torch.zeros_like(drafted)
     q_next = torch.zeros_like(p[:, 0])
     if longest:
-        q = pad_sequence(list(draft_probs), batch_first=True)  # [R, K, V]
-        ids = pad_sequence(list(draft_ids), batch_first=True)[..., None]  # [R, K, 1]
+        q = padded(torch.cat(list(draft_probs)), draft_at, rows)  # [R, K, V]
+        ids = padded(torch.cat(list(draft_ids)), draft_at, rows)[..., None]  # [R, K, 1]
         p_draft, q_draft = p[:, :longest].gather(2, ids)[..., 0], q.gather(2, ids)[..., 0]
         # u < p/q written without the division: q > 0 for a drawn token, and p = 0 never
-        # accepts. Padding past a row's drafts never accepts (its p is a real row's, q is 0).
+        # accepts. A padded position (a row's last entry repeated) never accepts.
         real = torch.arange(longest, device=device)[None, :] < drafted[:, None]
         kept = (draws[:, :longest] * q_draft < p_draft) & real
         accepted = kept.long().cumprod(dim=1).sum(dim=1)
@@ -141,6 +150,23 @@ def sampled_verdicts(
     )
     token = draw_at(distribution, draws[batch, drafted])
     return torch.stack([accepted, token], dim=1)
+
+
+def gather_index(counts: Sequence[int], width: int) -> np.ndarray:
+    """Where each of ``width`` padded positions of each row reads from the rows packed end to
+    end (row ``r`` holds ``counts[r]`` entries): its own entry, or past its end its last one
+    (row 0's first for an empty row). Only positions within a row are ever read unmasked."""
+    lengths = np.asarray(counts, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    within = np.minimum(np.arange(width)[None, :], np.maximum(lengths - 1, 0)[:, None])
+    return np.where(lengths[:, None] > 0, starts[:, None] + within, 0)
+
+
+def padded(packed: torch.Tensor, at: torch.Tensor, rows: int) -> torch.Tensor:
+    """Rows packed end to end [N, ...] as a padded batch [rows, width, ...], in one gather
+    (``gather_index`` on the device as ``at``): ``pad_sequence`` copies each row on its own, a
+    kernel launch per row on a GPU."""
+    return packed.index_select(0, at).view(rows, -1, *packed.shape[1:])
 
 
 def read_verdicts(*verdicts: torch.Tensor) -> list[Verdict]:

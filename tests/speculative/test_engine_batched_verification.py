@@ -144,12 +144,12 @@ def test_sampled_rows_that_do_not_fit_are_refused() -> None:
 
 
 def test_sampled_verification_dispatches_the_same_ops_whatever_the_batch_but_its_draws() -> None:
-    """No Python per row: beyond each row's one draw of its uniforms from its own generator,
-    the views that index them and the copies that pad the rows it is handed as a list, 8 rows
-    dispatch exactly the operators 2 rows do."""
+    """No Python per row: beyond each row's one draw of its uniforms from its own generator
+    and the views that index them, 8 rows dispatch exactly the operators 2 rows do (the rows
+    it is handed as a list are padded by one gather, not a copy each)."""
     generator = torch.Generator().manual_seed(5)
     rows = [_sampled_row(generator, drafts) for drafts in (0, 3, 1, 4, 2, 3, 0, 4)]
-    per_row = {"aten.uniform_", "aten.select", "aten.slice", "aten.view", "aten.copy_"}
+    per_row = {"aten.uniform_", "aten.select", "aten.slice", "aten.view"}
     dispatched = {}
     for batch in (2, 8):
         chosen = rows[:batch]
@@ -165,3 +165,17 @@ def test_sampled_verification_dispatches_the_same_ops_whatever_the_batch_but_its
     assert dispatched[8]["aten.uniform_"] == 8
     two, eight = ({op: n for op, n in dispatched[b].items() if op not in per_row} for b in (2, 8))
     assert eight == two
+
+
+def test_greedy_verification_dispatches_the_same_ops_whatever_the_batch() -> None:
+    """8 greedy rows, handed as lists of different lengths, cost the operators 2 rows do."""
+    generator = torch.Generator().manual_seed(6)
+    rows = [_row(generator, drafts, drafts // 2) for drafts in (0, 3, 1, 4, 2, 3, 0, 4)]
+    dispatched = {}
+    for batch in (2, 8):
+        chosen = rows[:batch]
+        with DispatchedOps() as ops:
+            greedy_verdicts([ids for ids, _ in chosen], [logits for _, logits in chosen])
+        dispatched[batch] = Counter(ops.names)
+
+    assert dispatched[8] == dispatched[2]
