@@ -14,13 +14,14 @@ verification then waits for the device once, however many rows it has.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
-from engine.sampling import draw_at
+from engine.sampling import draw_at, packs_rows
 from engine.transfers import int_tables_to
 
 
@@ -62,10 +63,10 @@ def greedy_verdicts(draft_ids: Sequence[torch.Tensor], target_logits: Sequence[t
     drafted, target_at, draft_at = int_tables_to(
         device, counts, gather_index([n + 1 for n in counts], longest + 1), gather_index(counts, longest)
     )
-    targets = padded(torch.cat(list(target_logits)).argmax(dim=-1), target_at, len(counts))  # [R, K+1]
+    targets = padded(target_logits, target_at, lambda logits: logits.argmax(dim=-1))  # [R, K+1]
     if not longest:
         return torch.stack([torch.zeros_like(drafted), targets[:, 0]], dim=1)
-    drafts = padded(torch.cat(list(draft_ids)).to(targets.dtype), draft_at, len(counts))  # [R, K]
+    drafts = padded(draft_ids, draft_at).to(targets.dtype)  # [R, K]
     # A padded position repeats a row's last entry: only matches within a row's drafts count.
     real = torch.arange(longest, device=device)[None, :] < drafted[:, None]
     accepted = ((targets[:, :longest] == drafts) & real).long().cumprod(dim=1).sum(dim=1)
@@ -123,12 +124,12 @@ def sampled_verdicts(
     drafted, target_at, draft_at = int_tables_to(
         device, counts, gather_index([n + 1 for n in counts], longest + 1), gather_index(counts, longest)
     )
-    p = padded(torch.cat(list(target_probs)), target_at, rows)  # [R, K+1, V]
+    p = padded(target_probs, target_at)  # [R, K+1, V]
     accepted = torch.zeros_like(drafted)
     q_next = torch.zeros_like(p[:, 0])
     if longest:
-        q = padded(torch.cat(list(draft_probs)), draft_at, rows)  # [R, K, V]
-        ids = padded(torch.cat(list(draft_ids)), draft_at, rows)[..., None]  # [R, K, 1]
+        q = padded(draft_probs, draft_at)  # [R, K, V]
+        ids = padded(draft_ids, draft_at)[..., None]  # [R, K, 1]
         p_draft, q_draft = p[:, :longest].gather(2, ids)[..., 0], q.gather(2, ids)[..., 0]
         # u < p/q written without the division: q > 0 for a drawn token, and p = 0 never
         # accepts. A padded position (a row's last entry repeated) never accepts.
@@ -162,11 +163,21 @@ def gather_index(counts: Sequence[int], width: int) -> np.ndarray:
     return np.where(lengths[:, None] > 0, starts[:, None] + within, 0)
 
 
-def padded(packed: torch.Tensor, at: torch.Tensor, rows: int) -> torch.Tensor:
-    """Rows packed end to end [N, ...] as a padded batch [rows, width, ...], in one gather
-    (``gather_index`` on the device as ``at``): ``pad_sequence`` copies each row on its own, a
-    kernel launch per row on a GPU."""
-    return packed.index_select(0, at).view(rows, -1, *packed.shape[1:])
+def padded(
+    rows: Sequence[torch.Tensor],
+    at: torch.Tensor,
+    transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """``rows`` [n_r, ...] (``transform``-ed, row-wise) as a padded batch [R, width, ...]. On a
+    GPU, packed end to end and gathered once (``gather_index`` on the device as ``at``):
+    ``pad_sequence`` copies each row on its own, a kernel launch per row. A CPU launches
+    nothing, and there packing two 6 MB copies of a batch's distributions cost more (page
+    faults) than it saved: ``pad_sequence`` (``engine.sampling.packs_rows``)."""
+    if not packs_rows(rows[0].device):
+        return pad_sequence([row if transform is None else transform(row) for row in rows], batch_first=True)
+    packed = torch.cat(list(rows))
+    packed = packed if transform is None else transform(packed)
+    return packed.index_select(0, at).view(len(rows), -1, *packed.shape[1:])
 
 
 def read_verdicts(*verdicts: torch.Tensor) -> list[Verdict]:

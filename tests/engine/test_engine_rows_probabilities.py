@@ -24,7 +24,11 @@ def _rows(count: int, vocab: int = 300) -> list[torch.Tensor]:
     return [torch.randn(1 + row % 4, vocab, generator=generator) * 3 for row in range(count)]
 
 
-def test_each_row_gets_what_probabilities_gives_it_alone() -> None:
+@pytest.mark.parametrize("packed", [True, False])
+def test_each_row_gets_what_probabilities_gives_it_alone(
+    packed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sampling, "PACK_ROWS_ON_CPU", packed)
     rows = _rows(8)
     params = [SETTINGS[row % len(SETTINGS)] for row in range(8)]
 
@@ -40,6 +44,7 @@ def test_eight_rows_dispatch_the_operators_two_rows_do(monkeypatch: pytest.Monke
     batch's target distributions are the same kernels whatever its size. (A CPU searches a
     nucleus tier by tier; here it sorts whole rows, as a GPU does, so the count is fixed.)"""
     monkeypatch.setattr(sampling, "CPU_CANDIDATE_TIERS", ())
+    monkeypatch.setattr(sampling, "PACK_ROWS_ON_CPU", True)  # as a GPU computes them
     dispatched = {}
     for count in (2, 8):
         rows = _rows(count)

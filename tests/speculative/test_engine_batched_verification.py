@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 import torch
 
+from engine import sampling
 from engine.dispatched_ops import DispatchedOps
 from engine.sampling import sample
 from speculative.verification import (
@@ -32,6 +33,14 @@ def _row(generator: torch.Generator, drafts: int, accept: int) -> tuple[torch.Te
     return ids, logits
 
 
+@pytest.fixture(params=[False, True], ids=["row by row", "packed"])
+def packed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Rows padded as a CPU pads them, and packed and gathered as a GPU does."""
+    monkeypatch.setattr(sampling, "PACK_ROWS_ON_CPU", request.param)
+    return bool(request.param)
+
+
+@pytest.mark.usefixtures("packed")
 def test_each_rows_verdict_is_verify_greedys() -> None:
     generator = torch.Generator().manual_seed(0)
     # (drafts, accepted): nothing drafted (plain decoding), none, some and all accepted.
@@ -82,6 +91,7 @@ def _sampled_row(generator: torch.Generator, drafts: int) -> tuple[torch.Tensor,
     return ids, q, p
 
 
+@pytest.mark.usefixtures("packed")
 def test_each_sampled_rows_verdict_is_that_row_verified_alone() -> None:
     generator = torch.Generator().manual_seed(2)
     rows = [_sampled_row(generator, drafts) for drafts in (0, 3, 1, 4, 2, 3, 0, 4)]
@@ -143,10 +153,13 @@ def test_sampled_rows_that_do_not_fit_are_refused() -> None:
     assert read_verdicts(sampled_verdicts([], [], [], [])) == []
 
 
-def test_sampled_verification_dispatches_the_same_ops_whatever_the_batch_but_its_draws() -> None:
+def test_sampled_verification_dispatches_the_same_ops_whatever_the_batch_but_its_draws(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """No Python per row: beyond each row's one draw of its uniforms from its own generator
     and the views that index them, 8 rows dispatch exactly the operators 2 rows do (the rows
-    it is handed as a list are padded by one gather, not a copy each)."""
+    it is handed as a list are padded by one gather, not a copy each, as on a GPU)."""
+    monkeypatch.setattr(sampling, "PACK_ROWS_ON_CPU", True)
     generator = torch.Generator().manual_seed(5)
     rows = [_sampled_row(generator, drafts) for drafts in (0, 3, 1, 4, 2, 3, 0, 4)]
     per_row = {"aten.uniform_", "aten.select", "aten.slice", "aten.view"}
@@ -167,8 +180,12 @@ def test_sampled_verification_dispatches_the_same_ops_whatever_the_batch_but_its
     assert eight == two
 
 
-def test_greedy_verification_dispatches_the_same_ops_whatever_the_batch() -> None:
-    """8 greedy rows, handed as lists of different lengths, cost the operators 2 rows do."""
+def test_greedy_verification_dispatches_the_same_ops_whatever_the_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """8 greedy rows, handed as lists of different lengths, cost the operators 2 rows do (rows
+    packed, as on a GPU)."""
+    monkeypatch.setattr(sampling, "PACK_ROWS_ON_CPU", True)
     generator = torch.Generator().manual_seed(6)
     rows = [_row(generator, drafts, drafts // 2) for drafts in (0, 3, 1, 4, 2, 3, 0, 4)]
     dispatched = {}
