@@ -197,3 +197,47 @@ def test_serving_on_cuda_replays_steps_and_agrees_with_greedy_decoding() -> None
     assert graphs is not None
     assert graphs.graphs is not None
     assert graphs.graphs.captures >= 1
+
+
+def test_packed_verification_and_distributions_on_cuda_agree_with_row_by_row() -> None:
+    # On a GPU a batch's rows are packed and gathered (engine.sampling.packs_rows); each row's
+    # verdict and distribution must be what it gets alone.
+    from engine.sampling import probabilities, rows_probabilities  # noqa: PLC0415 - CUDA-only test
+    from speculative.verification import (  # noqa: PLC0415 - CUDA-only test
+        greedy_verdicts,
+        read_verdicts,
+        sampled_verdicts,
+        verify_greedy,
+        verify_sampled,
+    )
+
+    generator = torch.Generator().manual_seed(9)
+    counts = [0, 3, 1, 4, 2]
+    logits = [(torch.randn(n + 1, VOCAB, generator=generator) * 3).cuda() for n in counts]
+    settings = [SamplingParams(0.7 + 0.1 * row, 0.9) for row in range(len(counts))]
+    target_probs = rows_probabilities(logits, settings)
+    for rows, row_logits, setting in zip(target_probs, logits, settings, strict=True):
+        torch.testing.assert_close(rows, probabilities(row_logits, setting))
+
+    drafts = [row[:-1].argmax(dim=-1) for row in logits]
+    assert read_verdicts(greedy_verdicts(drafts, logits)) == [
+        verify_greedy(ids, row) for ids, row in zip(drafts, logits, strict=True)
+    ]
+
+    draft_probs = [torch.softmax(torch.randn(n, VOCAB, generator=generator), -1).cuda() for n in counts]
+    draft_ids = [
+        torch.multinomial(q, 1)[:, 0] if len(q) else torch.empty(0, dtype=torch.long, device="cuda")
+        for q in draft_probs
+    ]
+
+    def seeded(row: int) -> torch.Generator:
+        return torch.Generator(device="cuda").manual_seed(100 + row)
+
+    batched = read_verdicts(
+        sampled_verdicts(draft_ids, draft_probs, target_probs, [seeded(row) for row in range(len(counts))])
+    )
+    alone = [
+        verify_sampled(ids, q, p, seeded(row))
+        for row, (ids, q, p) in enumerate(zip(draft_ids, draft_probs, target_probs, strict=True))
+    ]
+    assert batched == alone
