@@ -102,10 +102,11 @@ def rows_probabilities(rows: Sequence[torch.Tensor], params: Sequence[SamplingPa
     if not packs_rows(rows[0].device):
         return [probabilities(logits, setting) for logits, setting in zip(rows, params, strict=True)]
     lengths = [int(logits.shape[0]) for logits in rows]
+    positions = [setting for setting, n in zip(params, lengths, strict=True) for _ in range(n)]
     temperature, top_p = float_tables_to(
         rows[0].device,
-        [setting.temperature for setting, n in zip(params, lengths, strict=True) for _ in range(n)],
-        [setting.top_p for setting, n in zip(params, lengths, strict=True) for _ in range(n)],
+        [setting.temperature for setting in positions],
+        [setting.top_p for setting in positions],
     )
     return list(torch.split(row_probabilities(torch.cat(list(rows)), temperature, top_p), lengths))
 

@@ -58,18 +58,13 @@ def greedy_verdicts(draft_ids: Sequence[torch.Tensor], target_logits: Sequence[t
     _check_rows(draft_ids, target_logits)
     if not draft_ids:
         return torch.empty(0, 2, dtype=torch.long)
-    counts = [int(ids.shape[0]) for ids in draft_ids]
-    longest, device = max(counts), target_logits[0].device
-    drafted, target_at, draft_at = int_tables_to(
-        device, counts, gather_index([n + 1 for n in counts], longest + 1), gather_index(counts, longest)
-    )
-    targets = padded(target_logits, target_at, lambda logits: logits.argmax(dim=-1))  # [R, K+1]
-    if not longest:
-        return torch.stack([torch.zeros_like(drafted), targets[:, 0]], dim=1)
-    drafts = padded(draft_ids, draft_at).to(targets.dtype)  # [R, K]
-    # A padded position repeats a row's last entry: only matches within a row's drafts count.
-    real = torch.arange(longest, device=device)[None, :] < drafted[:, None]
-    accepted = ((targets[:, :longest] == drafts) & real).long().cumprod(dim=1).sum(dim=1)
+    layout = _BatchLayout.of(draft_ids, target_logits[0].device)
+    targets = padded(target_logits, layout.target_at, lambda logits: logits.argmax(dim=-1))  # [R, K+1]
+    if not layout.longest:
+        return torch.stack([torch.zeros_like(layout.drafted), targets[:, 0]], dim=1)
+    drafts = padded(draft_ids, layout.draft_at).to(targets.dtype)  # [R, K]
+    # Whatever a padded position holds, only matches within a row's drafts count.
+    accepted = ((targets[:, : layout.longest] == drafts) & layout.real()).long().cumprod(dim=1).sum(dim=1)
     next_tokens = targets.gather(1, accepted.unsqueeze(1)).squeeze(1)
     return torch.stack([accepted, next_tokens], dim=1)
 
@@ -114,27 +109,23 @@ def sampled_verdicts(
         )
     if not draft_ids:
         return torch.empty(0, 2, dtype=torch.long)
-    counts = [int(ids.shape[0]) for ids in draft_ids]
-    rows, longest, device = len(counts), max(counts), target_probs[0].device
-    draws = torch.zeros(rows, longest + 1, dtype=torch.float32, device=device)
-    for row, (count, generator) in enumerate(zip(counts, generators, strict=True)):
-        draws[row, : count + 1].uniform_(generator=generator)
-    batch = torch.arange(rows, device=device)
-    # pinned: a plain copy would stall the device
-    drafted, target_at, draft_at = int_tables_to(
-        device, counts, gather_index([n + 1 for n in counts], longest + 1), gather_index(counts, longest)
-    )
-    p = padded(target_probs, target_at)  # [R, K+1, V]
+    device = target_probs[0].device
+    layout = _BatchLayout.of(draft_ids, device)
+    longest, drafted = layout.longest, layout.drafted
+    draws = torch.zeros(len(draft_ids), longest + 1, dtype=torch.float32, device=device)
+    for row, (ids, generator) in enumerate(zip(draft_ids, generators, strict=True)):
+        draws[row, : ids.shape[0] + 1].uniform_(generator=generator)
+    batch = torch.arange(len(draft_ids), device=device)
+    p = padded(target_probs, layout.target_at)  # [R, K+1, V]
     accepted = torch.zeros_like(drafted)
     q_next = torch.zeros_like(p[:, 0])
     if longest:
-        q = padded(draft_probs, draft_at)  # [R, K, V]
-        ids = padded(draft_ids, draft_at)[..., None]  # [R, K, 1]
+        q = padded(draft_probs, layout.draft_at)  # [R, K, V]
+        ids = padded(draft_ids, layout.draft_at)[..., None]  # [R, K, 1]
         p_draft, q_draft = p[:, :longest].gather(2, ids)[..., 0], q.gather(2, ids)[..., 0]
         # u < p/q written without the division: q > 0 for a drawn token, and p = 0 never
-        # accepts. A padded position (a row's last entry repeated) never accepts.
-        real = torch.arange(longest, device=device)[None, :] < drafted[:, None]
-        kept = (draws[:, :longest] * q_draft < p_draft) & real
+        # accepts. A padded position, whatever it holds, never accepts.
+        kept = (draws[:, :longest] * q_draft < p_draft) & layout.real()
         accepted = kept.long().cumprod(dim=1).sum(dim=1)
         # Past a row's last draft there is no q, and p itself is the law: that row's last
         # draft's q, zeroed, stands in for it.
@@ -153,6 +144,35 @@ def sampled_verdicts(
     return torch.stack([accepted, token], dim=1)
 
 
+@dataclass(frozen=True, slots=True)
+class _BatchLayout:
+    """A batch's rows on the device: each row's draft count and, where rows are packed (a GPU,
+    ``engine.sampling.packs_rows``), where each padded position of the targets' K_r+1 and the
+    drafts' K_r entries reads from (``gather_index``); None where rows are padded one by one."""
+
+    longest: int  # the most drafts any row has
+    drafted: torch.Tensor  # [R]
+    target_at: torch.Tensor | None
+    draft_at: torch.Tensor | None
+
+    @classmethod
+    def of(cls, draft_ids: Sequence[torch.Tensor], device: torch.device) -> _BatchLayout:
+        counts = [int(ids.shape[0]) for ids in draft_ids]
+        longest = max(counts)
+        # One pinned copy for all tables: a plain copy would stall the device.
+        if not packs_rows(device):
+            (drafted,) = int_tables_to(device, counts)
+            return cls(longest, drafted, None, None)
+        drafted, target_at, draft_at = int_tables_to(
+            device, counts, gather_index([n + 1 for n in counts], longest + 1), gather_index(counts, longest)
+        )
+        return cls(longest, drafted, target_at, draft_at)
+
+    def real(self) -> torch.Tensor:
+        """[R, longest]: which padded draft positions hold one of the row's drafts."""
+        return torch.arange(self.longest, device=self.drafted.device)[None, :] < self.drafted[:, None]
+
+
 def gather_index(counts: Sequence[int], width: int) -> np.ndarray:
     """Where each of ``width`` padded positions of each row reads from the rows packed end to
     end (row ``r`` holds ``counts[r]`` entries): its own entry, or past its end its last one
@@ -165,15 +185,15 @@ def gather_index(counts: Sequence[int], width: int) -> np.ndarray:
 
 def padded(
     rows: Sequence[torch.Tensor],
-    at: torch.Tensor,
+    at: torch.Tensor | None,
     transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """``rows`` [n_r, ...] (``transform``-ed, row-wise) as a padded batch [R, width, ...]. On a
     GPU, packed end to end and gathered once (``gather_index`` on the device as ``at``):
     ``pad_sequence`` copies each row on its own, a kernel launch per row. A CPU launches
     nothing, and there packing two 6 MB copies of a batch's distributions cost more (page
-    faults) than it saved: ``pad_sequence`` (``engine.sampling.packs_rows``)."""
-    if not packs_rows(rows[0].device):
+    faults) than it saved: with ``at`` None, ``pad_sequence`` (``engine.sampling.packs_rows``)."""
+    if at is None:
         return pad_sequence([row if transform is None else transform(row) for row in rows], batch_first=True)
     packed = torch.cat(list(rows))
     packed = packed if transform is None else transform(packed)
