@@ -1,5 +1,6 @@
-"""Worker tests' own fixtures: the api as a separate process, an S3 endpoint that hangs, and an
-existing EAGLE head for the tiny target with SmolLM2's tokenizer (tests/fixtures/models.py)."""
+"""Worker tests' own fixtures: the api as a separate process, an S3 endpoint that hangs, an
+existing EAGLE head for the tiny target with SmolLM2's tokenizer (tests/fixtures/models.py), the
+inputs an end-to-end job test puts on S3 and an operator's catalog of built-in datasets."""
 
 from __future__ import annotations
 
@@ -12,12 +13,17 @@ import pytest
 from botocore.config import Config
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.s3 import s3_client as settings_s3_client
+from core.s3_store import S3Store
 from db.session import session_scope
+from db.settings import Settings
 from tests.factories.accounts import AccountCredentials, create_account, use_account_role
 from tests.fixtures.api_process import launch_api_process
+from tests.worker.optimization_jobs import BUILTIN_DATASET, Inputs
 from tests.worker.stalled_server import StalledServer
-from tests.worker.tiny_inputs import write_tiny_head
+from tests.worker.tiny_inputs import sharegpt_jsonl, write_tiny_head
 from tests.worker.worker_jobs import WorkerJobs
+from worker.builtin_catalog import add_dataset, catalog_location
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +75,25 @@ def worker_jobs(
 def tiny_head_dir(tiny_smollm2_target_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An existing (untrained) EAGLE-3 head for ``tiny_smollm2_target_dir``, in the native format."""
     return write_tiny_head(tiny_smollm2_target_dir, tmp_path_factory.mktemp("tiny-head") / "eagle_model")
+
+
+@pytest.fixture
+def inputs(
+    s3_client: Any, s3_bucket: str, tiny_smollm2_target_dir: Path, tiny_head_dir: Path, tmp_path: Path
+) -> Inputs:
+    return Inputs(s3_client, s3_bucket, tiny_smollm2_target_dir, tiny_head_dir, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def builtin_catalog(worker_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An operator's catalog with one small dataset, listed the way `eaglenest datasets add` does."""
+    path = tmp_path_factory.mktemp("builtin") / f"{BUILTIN_DATASET}.jsonl"
+    path.write_text(sharegpt_jsonl(16, start=100))
+    add_dataset(
+        S3Store(settings_s3_client(worker_settings)),
+        worker_settings,
+        str(path),
+        name=None,
+        description="tiny",
+    )
+    return catalog_location(worker_settings).uri

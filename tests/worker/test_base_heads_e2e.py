@@ -12,15 +12,14 @@ from core.s3 import S3Location
 from core.s3_store import S3Store
 from db.settings import Settings
 from tests.fixtures.worker import StartCeleryWorker
+from tests.worker.optimization_jobs import JOB_STAGES, Inputs, completed, create_job, stage_names
 from tests.worker.published_outputs import Published
-from tests.worker.test_jobs_e2e import JOB_STAGES, Inputs, _completed, _job, _stages, builtin_catalog, inputs
 from tests.worker.tiny_inputs import sharegpt_jsonl
 from tests.worker.worker_jobs import WorkerJobs
 from worker.base_heads import BaseHeadStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
-__all__ = ["builtin_catalog", "inputs"]  # the fixtures, shared with test_jobs_e2e
 
 # The base head: one step on the built-in data (no self-instruct: a tiny random target writes
 # no usable prompts), in a budget just over the 10 s a build needs at least.
@@ -50,14 +49,14 @@ def test_the_first_job_builds_the_base_head_and_later_jobs_reuse_it(
 
     # 1. Own data, no head: the job builds the model's base head, then fine-tunes it.
     own_output = inputs.uri("out/own/")
-    own_name = _job(
+    own_name = create_job(
         worker_jobs,
         model_source={"S3": {"S3Uri": model_uri}},
         data_source={"S3Uri": inputs.uri("data/train/"), "S3DataType": "S3Prefix"},
         output_uri=own_output,
     )
-    own = inputs.published(own_output, _completed(worker_jobs, own_name))
-    assert _stages(worker_jobs, own_name) == JOB_STAGES
+    own = inputs.published(own_output, completed(worker_jobs, own_name))
+    assert stage_names(worker_jobs, own_name) == JOB_STAGES
 
     store = BaseHeadStore(S3Store(inputs.s3), S3Location.parse(base_uri, field="test"))
     [committed] = store.entries()
@@ -85,8 +84,10 @@ def test_the_first_job_builds_the_base_head_and_later_jobs_reuse_it(
 
     # 2. Built-in data: the base head is reused (not built again); the job's head starts afresh.
     builtin_output = inputs.uri("out/builtin/")
-    builtin_name = _job(worker_jobs, model_source={"S3": {"S3Uri": model_uri}}, output_uri=builtin_output)
-    builtin = inputs.published(builtin_output, _completed(worker_jobs, builtin_name))
+    builtin_name = create_job(
+        worker_jobs, model_source={"S3": {"S3Uri": model_uri}}, output_uri=builtin_output
+    )
+    builtin = inputs.published(builtin_output, completed(worker_jobs, builtin_name))
     reused = builtin.lineage["base_head"]
     assert reused["uri"] == committed.location.uri
     assert reused["sha256"] == committed.sha256

@@ -7,13 +7,12 @@ import pytest
 
 from db.settings import Settings
 from tests.fixtures.worker import StartCeleryWorker
-from tests.worker.test_jobs_e2e import Inputs, _completed, _job, inputs
+from tests.worker.optimization_jobs import Inputs, completed, create_job
 from tests.worker.tiny_inputs import sharegpt_jsonl
 from tests.worker.worker_jobs import WorkerJobs
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
-__all__ = ["inputs"]  # the fixture, shared with test_jobs_e2e
 
 # Enough budget to distil the dozen conversations (8-token replies) and train a step.
 DISTILLING = {"EAGLE_TRAIN_MAX_MINUTES": "0.2", "EAGLE_REGENERATE": "true"}
@@ -38,14 +37,14 @@ def test_a_second_job_reuses_what_the_first_distilled(
     lineages = []
     for number in (1, 2):
         output_uri = inputs.uri(f"out/job-{number}/")
-        name = _job(
+        name = create_job(
             worker_jobs,
             model_source={"S3": {"S3Uri": model_uri}},
             data_source=data,
             output_uri=output_uri,
             environment=DISTILLING,
         )
-        job = _completed(worker_jobs, name)
+        job = completed(worker_jobs, name)
         lineages.append(inputs.published(output_uri, job).lineage["distillation_cache"])
     assert worker.is_running(), worker.log_tail()
 

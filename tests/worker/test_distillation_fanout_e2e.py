@@ -19,13 +19,12 @@ import pytest
 from db.settings import Settings
 from stack.processes import ManagedProcess
 from tests.fixtures.worker import StartCeleryWorker
-from tests.worker.test_jobs_e2e import Inputs, _completed, _job, inputs
+from tests.worker.optimization_jobs import Inputs, completed, create_job
 from tests.worker.tiny_inputs import sharegpt_jsonl
 from tests.worker.worker_jobs import WorkerJobs
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
-__all__ = ["inputs"]  # the fixture, shared with test_jobs_e2e
 
 DISTILLING = {"EAGLE_REGENERATE": "true", "EAGLE_NUM_SPECULATIVE_TOKENS": "3"}
 CONVERSATIONS = 64
@@ -100,20 +99,20 @@ def test_a_worker_killed_mid_shard_loses_nothing_and_the_records_equal_one_worke
     fanned_settings = _settings(worker_settings, inputs.uri("cache-fanned/")) | FANOUT
     workers = [start_celery_worker(**fanned_settings), start_celery_worker(**fanned_settings)]
     fanned_uri = inputs.uri("out/fanned/")
-    name = _job(
+    name = create_job(
         worker_jobs, model_source=model, data_source=data, output_uri=fanned_uri, environment=DISTILLING
     )
     killed_shard, killed_pid = _kill_a_shard_worker(inputs, worker_jobs, name, fanned_uri, workers)
-    fanned = inputs.published(fanned_uri, _completed(worker_jobs, name)).lineage
+    fanned = inputs.published(fanned_uri, completed(worker_jobs, name)).lineage
     for worker in workers:
         worker.stop()
 
     single = start_celery_worker(**_settings(worker_settings, inputs.uri("cache-single/")))
     single_uri = inputs.uri("out/single/")
-    name_single = _job(
+    name_single = create_job(
         worker_jobs, model_source=model, data_source=data, output_uri=single_uri, environment=DISTILLING
     )
-    alone = inputs.published(single_uri, _completed(worker_jobs, name_single)).lineage
+    alone = inputs.published(single_uri, completed(worker_jobs, name_single)).lineage
     assert single.is_running(), single.log_tail()
 
     fanout = fanned["distillation_fanout"]
@@ -140,7 +139,7 @@ def test_stop_ends_every_shard(
     workers = [start_celery_worker(**settings), start_celery_worker(**settings)]
     inputs.text("data/train/part-0.jsonl", sharegpt_jsonl(CONVERSATIONS))
     output_uri = inputs.uri("out/stopped/")
-    name = _job(
+    name = create_job(
         worker_jobs,
         model_source={"S3": {"S3Uri": inputs.model()}},
         data_source={"S3Uri": inputs.uri("data/train/"), "S3DataType": "S3Prefix"},
@@ -180,14 +179,14 @@ def test_the_distillation_deadline_ends_the_shards_and_training_goes_on_with_wha
         start_celery_worker(**settings)
     inputs.text("data/train/part-0.jsonl", sharegpt_jsonl(CONVERSATIONS))
     output_uri = inputs.uri("out/deadline/")
-    name = _job(
+    name = create_job(
         worker_jobs,
         model_source={"S3": {"S3Uri": inputs.model()}},
         data_source={"S3Uri": inputs.uri("data/train/"), "S3DataType": "S3Prefix"},
         output_uri=output_uri,
         environment=DISTILLING | {"EAGLE_TRAIN_MAX_MINUTES": "0.15"},
     )
-    lineage = inputs.published(output_uri, _completed(worker_jobs, name)).lineage
+    lineage = inputs.published(output_uri, completed(worker_jobs, name)).lineage
 
     fanout = lineage["distillation_fanout"]
     cut = fanout["missing_shards"] or [s["index"] for s in fanout["shards"] if s["stopped"]]

@@ -21,8 +21,8 @@ from transformers import AutoConfig
 from db.settings import Settings
 from stack.processes import ManagedProcess
 from tests.fixtures.worker import launch_celery_worker
+from tests.worker.optimization_jobs import FINISHED, JOB_STAGES
 from tests.worker.published_outputs import Published, read_published
-from tests.worker.test_jobs_e2e import FINISHED, JOB_STAGES
 from tests.worker.tiny_inputs import put_text, sharegpt_jsonl, upload_directory
 from tests.worker.worker_jobs import WorkerJobs
 

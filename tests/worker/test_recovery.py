@@ -21,7 +21,7 @@ from db.models.optimization_job import OptimizationJob
 from tests.api.signed_http import rest_call
 from tests.fixtures.worker import StartCeleryWorker
 from tests.worker.endpoint_clients import WORKER_REGION
-from tests.worker.test_jobs_e2e import JOB_STAGES
+from tests.worker.optimization_jobs import JOB_STAGES
 from tests.worker.tiny_inputs import put_text, sharegpt_jsonl, upload_directory
 from tests.worker.worker_jobs import WorkerJobs
 

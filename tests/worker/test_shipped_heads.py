@@ -21,7 +21,6 @@ from db.session import session_scope
 from db.settings import Settings
 from tests.factories.accounts import create_account
 from tests.factories.optimization_jobs import create_optimization_job
-from tests.worker.test_jobs_e2e import builtin_catalog
 from tests.worker.tiny_inputs import upload_directory
 from trainer.config import CUDA_GENERATION_ROWS, TrainConfig
 from trainer.file_digest import sha256_of
@@ -45,7 +44,6 @@ from worker.stages.validate import validate_artifacts
 
 pytestmark = pytest.mark.slow
 
-__all__ = ["builtin_catalog"]  # the fixture, shared with test_jobs_e2e
 
 # A tiny random target writes no usable prompts or replies: train on the data as it is.
 # A base head a job builds itself: one step on the built-in data.
