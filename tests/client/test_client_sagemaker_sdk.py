@@ -37,7 +37,7 @@ from sagemaker.core.utils.utils import SageMakerClient
 from db.settings import Settings
 from stack.processes import ManagedProcess
 from tests.client.client_stack import ClientStack
-from tests.fixtures.worker import launch_endpoint_worker
+from tests.fixtures.worker import launch_endpoint_worker, module_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -46,11 +46,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 def endpoint_worker(
     client_stack: ClientStack, worker_settings: Settings, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ManagedProcess]:
-    process = launch_endpoint_worker(
-        worker_settings, tmp_path_factory.mktemp("sdk") / "endpoint-worker.log", "sdk-endpoints"
-    )
-    yield process
-    process.stop()
+    with module_worker(
+        worker_settings, tmp_path_factory, "sdk-endpoints", launch=launch_endpoint_worker
+    ) as process:
+        yield process
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from db.settings import Settings
 from stack.processes import ManagedProcess
 from tests.api.signed_http import rest_call
 from tests.factories.accounts import AccountCredentials
-from tests.fixtures.worker import launch_endpoint_worker
+from tests.fixtures.worker import launch_endpoint_worker, module_worker
 from tests.worker.endpoint_clients import (
     WORKER_REGION,
     deploy,
@@ -45,11 +45,10 @@ AWS_CLI = Path(sys.executable).with_name("aws")
 def endpoint_worker(
     worker_settings: Settings, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ManagedProcess]:
-    process = launch_endpoint_worker(
-        worker_settings, tmp_path_factory.mktemp("endpoints") / "worker.log", "endpoints"
-    )
-    yield process
-    process.stop()
+    with module_worker(
+        worker_settings, tmp_path_factory, "endpoints", launch=launch_endpoint_worker
+    ) as process:
+        yield process
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from transformers import AutoConfig
 
 from db.settings import Settings
 from stack.processes import ManagedProcess
-from tests.fixtures.worker import launch_celery_worker
+from tests.fixtures.worker import module_worker
 from tests.worker.optimization_jobs import FINISHED, JOB_STAGES
 from tests.worker.published_outputs import Published, read_published
 from tests.worker.tiny_inputs import put_text, sharegpt_jsonl, upload_directory
@@ -47,11 +47,8 @@ def architecture_worker(
     benchmark's levels (test_jobs_e2e checks them and the repeated No EAGLE run)."""
     overrides = {**worker_settings.benchmark_overrides, "concurrency": [1], "requests_per_level": REQUESTS}
     settings = worker_settings.model_copy(update={"benchmark_overrides": overrides})
-    process = launch_celery_worker(
-        settings, tmp_path_factory.mktemp("architecture-worker") / "worker.log", "architectures"
-    )
-    yield process
-    process.stop()
+    with module_worker(settings, tmp_path_factory, "architectures") as process:
+        yield process
 
 
 @pytest.fixture

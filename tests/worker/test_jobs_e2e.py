@@ -20,7 +20,7 @@ import pytest
 
 from db.settings import Settings
 from stack.processes import ManagedProcess
-from tests.fixtures.worker import launch_celery_worker
+from tests.fixtures.worker import module_worker
 from tests.worker.optimization_jobs import (
     BUILTIN_DATASET,
     JOB_STAGES,
@@ -39,21 +39,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")
-def module_worker(
+def e2e_worker(
     worker_settings: Settings, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ManagedProcess]:
     # No EAGLE before and after the heads, as a job runs by default (the session's worker
     # measures it once): these jobs check the repeated run and the drift guard it feeds.
     overrides = {**worker_settings.benchmark_overrides, "repeat_baseline": True}
     settings = worker_settings.model_copy(update={"benchmark_overrides": overrides})
-    process = launch_celery_worker(settings, tmp_path_factory.mktemp("e2e-worker") / "worker.log", "e2e")
-    yield process
-    process.stop()
+    with module_worker(settings, tmp_path_factory, "e2e") as process:
+        yield process
 
 
 @pytest.fixture
-def jobs(worker_jobs: WorkerJobs, module_worker: ManagedProcess) -> WorkerJobs:
-    assert module_worker.is_running(), module_worker.log_tail()
+def jobs(worker_jobs: WorkerJobs, e2e_worker: ManagedProcess) -> WorkerJobs:
+    assert e2e_worker.is_running(), e2e_worker.log_tail()
     return worker_jobs
 
 

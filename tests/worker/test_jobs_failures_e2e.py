@@ -14,7 +14,7 @@ import pytest
 
 from db.settings import Settings
 from stack.processes import ManagedProcess
-from tests.fixtures.worker import launch_celery_worker
+from tests.fixtures.worker import module_worker
 from tests.worker.optimization_jobs import Inputs, create_job, failure_reason, sagemaker_model_source
 from tests.worker.published_outputs import split
 from tests.worker.tiny_inputs import sharegpt_jsonl
@@ -27,11 +27,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 def failures_worker(
     worker_settings: Settings, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ManagedProcess]:
-    process = launch_celery_worker(
-        worker_settings, tmp_path_factory.mktemp("failures") / "worker.log", "failures"
-    )
-    yield process
-    process.stop()
+    with module_worker(worker_settings, tmp_path_factory, "failures") as process:
+        yield process
 
 
 @pytest.fixture
