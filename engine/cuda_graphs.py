@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -67,6 +68,34 @@ class Capture(Protocol):
     def __call__(self, function: Callable[[], _Output]) -> tuple[Callable[[], None], _Output]: ...
 
 
+@dataclass
+class CaptureTotals:
+    """Every graph captured in this process so far, and the wall time the captures took."""
+
+    captures: int = 0
+    seconds: float = 0.0
+
+
+# A capture costs a device sync, an emptied cache and two eager warm-up runs: tens of steps'
+# time, once per runner and shape. What measures steady-state steps leaves it out: the serving
+# engine's cost model skips a step that captured, and benchmarks/engine_speed.py subtracts it.
+CAPTURED = CaptureTotals()
+
+
+def counted(capture: Capture) -> Capture:
+    """``capture``, each call added to ``CAPTURED`` (the graphs' own counters stay per runner)."""
+
+    def counting(function: Callable[[], _Output]) -> tuple[Callable[[], None], _Output]:
+        started = time.perf_counter()
+        try:
+            return capture(function)
+        finally:
+            CAPTURED.captures += 1
+            CAPTURED.seconds += time.perf_counter() - started
+
+    return counting
+
+
 def cuda_graph_capture(memory: _POOL_HANDLE) -> Capture:
     """Capture into a CUDA graph in the memory pool ``memory``, after a warm-up on a side
     stream (it allocates the kernels' workspaces, and a pool's layers, outside the graph)."""
@@ -103,7 +132,7 @@ class DecodeGraphs:
     def __init__(self, runner: SlotRunner, max_rows: int, capture: Capture | None = None) -> None:
         self.runner, self.max_rows = runner, max_rows
         self._graphs: dict[tuple[int, int, int, bool], _Graph] = {}
-        self._capture_function = capture or cuda_graph_capture(torch.cuda.graph_pool_handle())
+        self._capture_function = counted(capture or cuda_graph_capture(torch.cuda.graph_pool_handle()))
         self.captures = 0
 
     def bucket(self, rows: int, width: int, key_length: int) -> tuple[int, int, int]:

@@ -56,6 +56,13 @@ class _Slots:
         self.prefix: list[int] = []
 
 
+def _is_stop(chosen: torch.Tensor, stops: torch.Tensor) -> torch.Tensor:
+    """Which of ``chosen`` [rows] are stop ids, compared against every stop id at once.
+    Not ``torch.isin``: with ten or more rows against a few stop ids it switches to sorting
+    after ``unique``, whose data-dependent size reads back from a GPU, a host sync in the step."""
+    return (chosen.unsqueeze(-1) == stops).any(-1)
+
+
 def _record(state: _Slots, output: StepOutput, rows: torch.Tensor, at: torch.Tensor) -> None:
     if output.aux is not None and output.final is not None:
         state.features.write(rows, at, output.aux, output.final)
@@ -130,7 +137,7 @@ def _prefill(
     state.feed[slots] = chosen
     state.tokens[slots, 0], state.argmax[slots, 0] = chosen, greedy
     state.count[slots] = 1
-    done = torch.isin(chosen, state.stops) | (state.max_new <= 1)
+    done = _is_stop(chosen, state.stops) | (state.max_new <= 1)
     state.alive[slots], state.ended[slots] = ~done, done
     for (slot, index, prompt), length in zip(joiners, lengths, strict=True):
         state.prompt_of[slot] = (index, len(prompt))
@@ -194,7 +201,7 @@ def _decode(state: _Slots, sampling: SamplingParams) -> None:
     state.lengths[:rows] += step
     state.count[:rows] += step
     state.feed[:rows] = torch.where(alive, chosen, state.feed[:rows])
-    newly = alive & (torch.isin(chosen, state.stops) | (state.count[:rows] >= state.max_new))
+    newly = alive & (_is_stop(chosen, state.stops) | (state.count[:rows] >= state.max_new))
     state.ended[:rows] |= newly
     state.alive[:rows] = alive & ~newly
     state.host_lengths[:rows] += state.host_busy[:rows]

@@ -64,4 +64,7 @@ def grouped_attention(
     output = functional.scaled_dot_product_attention(
         folded_query, keys, values, attn_mask=visible, scale=scale
     )
-    return output.view(batch, heads, length, dim)
+    # reshape, not view: CUDA's memory-efficient kernel writes [B, groups * Q, kv_heads, D] and
+    # returns it transposed, so kv_heads and groups are not adjacent in memory and a view of
+    # [B, heads, Q, D] is impossible (a CPU's SDPA returns a contiguous output, which hid this).
+    return output.reshape(batch, heads, length, dim)

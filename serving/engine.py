@@ -38,6 +38,7 @@ from types import TracebackType
 import torch
 from transformers import PreTrainedModel
 
+from engine.cuda_graphs import CAPTURED
 from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.drafting.draft import Proposal
 from engine.heads.draft_precision import draft_dtype
@@ -226,7 +227,7 @@ class ServingEngine:
         return active
 
     def _step(self) -> None:
-        started = time.perf_counter()
+        started, captures = time.perf_counter(), CAPTURED.captures
         # A step that prefills a joining prompt costs what the prompt costs, not what K does.
         decoding_only = all(active.prefilled for active in self._active)
         batch_size = len(self._active)
@@ -244,7 +245,9 @@ class ServingEngine:
         ):
             self._advance(active, proposal, ids, output, verdict)
         self.metrics.record_step(k)
-        if decoding_only:
+        # A step that captured a CUDA graph (the first of its shape) costs what the capture
+        # does, tens of steps: it would teach the cost model that its K is slow.
+        if decoding_only and CAPTURED.captures == captures:
             # The verdicts were read back above, so on a GPU this wall time covers the step's
             # kernels too.
             drafted_k = max((len(ids) for ids in drafted), default=0)

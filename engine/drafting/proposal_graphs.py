@@ -27,7 +27,13 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.cuda_graphs import Capture, cuda_graph_capture, graphs_enabled, power_of_two_at_least
+from engine.cuda_graphs import (
+    Capture,
+    counted,
+    cuda_graph_capture,
+    graphs_enabled,
+    power_of_two_at_least,
+)
 from engine.drafting.draft import to_target
 from engine.drafting.draft_choice import DraftChoice, choose
 from engine.heads.draft_slots import DraftSlots
@@ -139,7 +145,7 @@ class ProposalGraphs:
         capture: Capture | None = None,
     ) -> None:
         self.head, self.slots, self.draft_to_target = head, slots, draft_to_target
-        self._capture_function = capture or cuda_graph_capture(torch.cuda.graph_pool_handle())
+        self._capture_function = counted(capture or cuda_graph_capture(torch.cuda.graph_pool_handle()))
         self._graphs: dict[tuple[int, int, int, int, bool], _Graph] = {}
         self.captures = 0
         self.broken = False  # set when a capture failed: proposals run eagerly from then on

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import PreTrainedModel
 
 from engine.generation import batching_supported, generate_batched
@@ -257,3 +258,32 @@ def test_rows_still_running_move_to_the_front_once_no_prompt_waits(
     # Slot 0 ends in the prefill; slot 2 moves into it, so later decode steps run 2 rows, not 3.
     assert tokens_of(replies) == [([], stop), (alone[1], None), (alone[2], None)]
     assert attention_calls[-1] == 2
+
+
+# Operators that read a size back from a GPU (a sync that stalls the queue mid-step): those whose
+# output size depends on the data, and isin, whose kernel calls unique on ten or more elements
+# (the mode sees isin alone, not the operators its kernel calls).
+DATA_DEPENDENT_SIZES = {"_unique", "_unique2", "unique_dim", "unique_consecutive", "nonzero", "masked_select"}
+DATA_DEPENDENT_SIZES |= {"isin"}
+
+
+class _OperatorNames(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.names.add(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_step_of_many_rows_runs_no_operator_of_data_dependent_size(target: PreTrainedModel) -> None:
+    # Twelve rows against two stop ids: where torch.isin would switch to sorting after unique.
+    prompts = [[(7 * i + j) % VOCAB for j in range(3 + i % 4)] for i in range(12)]
+    with _OperatorNames() as seen:
+        replies, _ = generate_batched(
+            target, prompts, stop_ids=[NEVER, VOCAB + 2], max_new_tokens=4, batch_size=12, sampling=GREEDY
+        )
+    assert all(reply is not None and len(reply.tokens) == 4 for reply in replies)
+    assert not seen.names & DATA_DEPENDENT_SIZES
+    assert "eq" in seen.names  # the stop check ran under the mode

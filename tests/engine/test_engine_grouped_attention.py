@@ -75,6 +75,25 @@ def test_a_folded_call_hands_sdpa_equal_heads_and_no_gqa(monkeypatch: pytest.Mon
     assert calls == [((2, 2, 12, 16), (2, 2, 16, 16), (2, 1, 12, 16), False)]
 
 
+def test_a_folded_call_takes_the_cuda_kernels_transposed_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CUDA's memory-efficient (and flash) kernels allocate their output as [B, Q, heads, D] and
+    # return it transposed to [B, heads, Q, D]; a CPU's SDPA returns it contiguous. The same
+    # values in the GPU's strides must unfold into the query's heads as well.
+    original = torch.nn.functional.scaled_dot_product_attention
+
+    def gpu_strides(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **kwargs: Any
+    ) -> torch.Tensor:
+        return original(query, key, value, **kwargs).transpose(1, 2).contiguous().transpose(1, 2)
+
+    query, key, value, positions = _inputs(3, 9, 3, 4, 24)
+    mask = visible_keys(positions, 24)
+    expected = grouped_attention(query, key, value, mask, 0.3, fold=True)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", gpu_strides)
+    assert not gpu_strides(query[:, :3], key, value, attn_mask=mask, scale=0.3).is_contiguous()
+    assert torch.equal(grouped_attention(query, key, value, mask, 0.3, fold=True), expected)
+
+
 def test_only_a_cpu_keeps_sdpa_gqa_and_uneven_groups_are_refused() -> None:
     assert not folds_query_groups(torch.device("cpu"))
     assert folds_query_groups(torch.device("cuda"))

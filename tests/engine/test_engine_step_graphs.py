@@ -11,8 +11,9 @@ import weakref
 
 import pytest
 
+from engine import cuda_graphs
 from engine import runner as runner_module
-from engine.cuda_graphs import DecodeGraphs
+from engine.cuda_graphs import CaptureTotals, DecodeGraphs
 from engine.runner import SlotRunner
 from engine.segments import Segment
 from engine.slot_target import SlotTarget
@@ -35,6 +36,8 @@ def _graphs_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_plain_and_speculative_steps_replay_graphs_of_their_width(monkeypatch: pytest.MonkeyPatch) -> None:
     _graphs_on_the_cpu(monkeypatch)
+    captured = CaptureTotals()
+    monkeypatch.setattr(cuda_graphs, "CAPTURED", captured)
     target = tiny_target("LlamaForCausalLM")
     expected = hf_greedy(target, PROMPT, 32)
     decoder = SpeculativeDecoder(
@@ -64,6 +67,9 @@ def test_plain_and_speculative_steps_replay_graphs_of_their_width(monkeypatch: p
     assert {width for _, width, _, _ in plain_graphs._graphs} == {1}
     assert 5 in {width for _, width, _, _ in speculative_graphs._graphs}
     assert speculative_graphs.captures == len(speculative_graphs._graphs)
+    # Every capture counts in the process's totals, which steady-state timings leave out.
+    assert captured.captures == plain_graphs.captures + speculative_graphs.captures
+    assert captured.seconds > 0
 
 
 PROMPTS = [[5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14], [9, 9, 3], [70, 1, 5, 6, 7, 8, 9, 10], [4], [30, 31]]

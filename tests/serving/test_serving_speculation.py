@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 import pytest
 from transformers import PreTrainedModel
 
+from engine.cuda_graphs import CaptureTotals
 from engine.heads.model import Eagle3DraftModel
 from serving import AdaptiveSpeculation, GenerationRequest, ServingEngine
+from serving import engine as serving_engine
 from serving.speculation import SpeculationPolicy, StepCosts, batch_bucket
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
 
@@ -233,6 +235,29 @@ def test_engine_times_every_decoding_step_and_no_prefill() -> None:
     assert len(recorded.timed) == steps - 1 > 5
     assert all(batch == 1 and 0 <= k <= 3 and seconds > 0 for batch, k, seconds in recorded.timed)
     assert max(k for _, k, _ in recorded.timed) == 3
+
+
+def test_engine_does_not_time_a_step_that_captured_a_cuda_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A step whose shape is new captures a graph on a GPU (tens of steps' time, once): its wall
+    # time says nothing of its K. Two steps here "capture", as the GPU's graph code counts it.
+    captured = CaptureTotals()
+    monkeypatch.setattr(serving_engine, "CAPTURED", captured)
+    recorded = FormulaCosts(AdaptiveSpeculation(max_tokens=3), cpu_like)
+    steps_seen = 0
+    choose = recorded.num_tokens
+
+    def capturing_on_steps_3_and_7(batch_size: int) -> int:
+        nonlocal steps_seen
+        steps_seen += 1
+        if steps_seen in (3, 7):
+            captured.captures += 1
+        return choose(batch_size)
+
+    monkeypatch.setattr(recorded, "num_tokens", capturing_on_steps_3_and_7)
+    _, steps = serve_alone(oracle_head, recorded, 40)
+    assert captured.captures == 2
+    # The prefill and the two capturing steps are not timed; every other step is.
+    assert len(recorded.timed) == steps - 3 > 5
 
 
 def test_engine_with_a_head_that_is_never_right_decodes_almost_plainly() -> None:
