@@ -20,7 +20,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import torch
@@ -70,10 +70,15 @@ class Capture(Protocol):
 
 @dataclass
 class CaptureTotals:
-    """Every graph captured in this process so far, and the wall time the captures took."""
+    """Every graph captured in this process so far, and the wall time the captures took, in
+    all and by kind ("target": the target's steps; "draft": the head's proposals)."""
 
     captures: int = 0
     seconds: float = 0.0
+    seconds_by_kind: dict[str, float] = field(default_factory=dict)
+
+    def seconds_of(self, kind: str) -> float:
+        return self.seconds_by_kind.get(kind, 0.0)
 
 
 # A capture costs a device sync, an emptied cache and two eager warm-up runs: tens of steps'
@@ -82,16 +87,19 @@ class CaptureTotals:
 CAPTURED = CaptureTotals()
 
 
-def counted(capture: Capture) -> Capture:
-    """``capture``, each call added to ``CAPTURED`` (the graphs' own counters stay per runner)."""
+def counted(capture: Capture, kind: str) -> Capture:
+    """``capture``, each call added to ``CAPTURED`` under ``kind`` (the graphs' own counters
+    stay per runner)."""
 
     def counting(function: Callable[[], _Output]) -> tuple[Callable[[], None], _Output]:
         started = time.perf_counter()
         try:
             return capture(function)
         finally:
+            seconds = time.perf_counter() - started
             CAPTURED.captures += 1
-            CAPTURED.seconds += time.perf_counter() - started
+            CAPTURED.seconds += seconds
+            CAPTURED.seconds_by_kind[kind] = CAPTURED.seconds_of(kind) + seconds
 
     return counting
 
@@ -132,7 +140,9 @@ class DecodeGraphs:
     def __init__(self, runner: SlotRunner, max_rows: int, capture: Capture | None = None) -> None:
         self.runner, self.max_rows = runner, max_rows
         self._graphs: dict[tuple[int, int, int, bool], _Graph] = {}
-        self._capture_function = counted(capture or cuda_graph_capture(torch.cuda.graph_pool_handle()))
+        self._capture_function = counted(
+            capture or cuda_graph_capture(torch.cuda.graph_pool_handle()), "target"
+        )
         self.captures = 0
 
     def bucket(self, rows: int, width: int, key_length: int) -> tuple[int, int, int]:

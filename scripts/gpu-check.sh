@@ -13,8 +13,8 @@
 #   4. the CUDA-only tests (tests/engine/test_engine_cuda.py).
 # Each step's time limit shrinks to what is left of DEADLINE seconds (default 560: the device
 # tool stops a command at 600), so a slow step costs the later ones, never the results so far;
-# the build leaves RESERVE seconds (240) to the rest, and MINUTES shrinks to fit that (run.sh
-# passes MINUTES=5, which becomes 3.3). OUT's summary and logs are rewritten after every step,
+# the build leaves RESERVE seconds (300) to the rest, and MINUTES shrinks to fit that (run.sh
+# passes MINUTES=5, which becomes 2.3); the engine table leaves TESTS_SECONDS (90) to the tests. OUT's summary and logs are rewritten after every step,
 # so a command stopped early still brings back what the finished steps measured.
 #
 #   PY=/path/to/python MINUTES=3 OUT=dir scripts/gpu-check.sh
@@ -42,7 +42,7 @@ ROWS=${ROWS:-64 256}
 SELF_INSTRUCT=${SELF_INSTRUCT:-20000}
 DEADLINE=${DEADLINE:-560}
 # Seconds of DEADLINE the head build leaves to steps 2-4 (eval, engine table, CUDA tests).
-RESERVE=${RESERVE:-240}
+RESERVE=${RESERVE:-300}
 EVAL_LIMIT=${EVAL_LIMIT:-40}
 EVAL_TOKENS=${EVAL_TOKENS:-128}
 SPEED_TOKENS=${SPEED_TOKENS:-128}
@@ -50,6 +50,8 @@ SPEED_TOKENS=${SPEED_TOKENS:-128}
 SERVING_TOKENS=${SERVING_TOKENS:-64}
 SPEED_DTYPE=${SPEED_DTYPE:-bfloat16}
 SPEED_SECONDS=${SPEED_SECONDS:-200}
+# Seconds the engine table leaves to the CUDA tests (step 4) before DEADLINE.
+TESTS_SECONDS=${TESTS_SECONDS:-90}
 OPENERS=${OPENERS:-20}
 MODEL=${MODEL:-.cache/models/smollm2-135m-instruct}
 WORK=${WORK:-${TMPDIR:-/tmp}/gpu-check-work}
@@ -80,6 +82,14 @@ limit() {
     echo $(($1 < left ? $1 : (left > 10 ? left : 10)))
 }
 failed() { echo "gpu-check: $1 FAILED or over its time (see logs.txt)"; }
+# The head into OUT as 15 MB parts (the device tool brings back files of at most 16 MiB, and the
+# head alone is ~20 MB), right after it is built: a command stopped later still brings it back.
+# A head without a manifest can still be measured at home with `base-heads evaluate`.
+pack_head() {
+    rm -f "$OUT"/shipped-head.tar.part*
+    tar -C "$(dirname "$HEAD")" -cf - "$(basename "$HEAD")" | split -b 15000000 -d - "$OUT/shipped-head.tar.part"
+    ls -l "$OUT"/shipped-head.tar.part*
+}
 # What comes back, rewritten after every step: if the device tool stops the command before the
 # end, OUT still holds the tables and logs of every step that finished.
 report() {
@@ -106,7 +116,16 @@ if [ "${SHIP:-1}" = 1 ] && "$PY" -c "import worker.shipped_head_build" 2> "$WORK
     timeout "$(limit $((${MINUTES%.*} * 60 + 240)) "$RESERVE")" "$PY" -m cli.main base-heads ship --model-dir "$MODEL" \
         --out "$CANDIDATE" --work-dir "$WORK/ship" --minutes "$MINUTES" --datasets --eval-prompts "$OPENERS" \
         --hardware-note "$note" --train-overrides "$overrides" > "$WORK/ship.log" 2>&1 || failed "the head build"
-    test -f "$CANDIDATE/manifest.json" && HEAD="$CANDIDATE"
+    if [ -f "$CANDIDATE/manifest.json" ]; then
+        HEAD="$CANDIDATE"
+    elif [ -f "$CANDIDATE/model.safetensors" ]; then
+        # Trained and exported, but the build's own evaluation (the last thing before the
+        # manifest) failed or ran out of time: the head is still worth measuring and bringing back.
+        echo "gpu-check: the head was built but has no manifest (its evaluation failed: ship.log)"
+        HEAD="$CANDIDATE"
+    elif [ -f "$WORK/ship/run/eagle_model/model.safetensors" ]; then
+        HEAD="$WORK/ship/run/eagle_model"
+    fi
 else
     # The ship build cannot import here (its log says why): a job's training run instead.
     echo "gpu-check: no ship build ($(tail -1 "$WORK/ship-imports.log" || true)); training with trainer train"
@@ -117,6 +136,8 @@ else
         --json > "$WORK/train.json" 2> "$WORK/ship.log" || failed "training"
     test -f "$WORK/run/eagle_model/config.json" && HEAD="$WORK/run/eagle_model"
 fi
+
+[ -n "$HEAD" ] && pack_head
 
 step "2. trainer eval of the head on HumanEval + CHAMP (unlike its data), $EVAL_LIMIT x $EVAL_TOKENS tokens, K=3"
 "$PY" -m trainer prepare-data humaneval champ --out "$WORK/unlike" > /dev/null
@@ -133,16 +154,19 @@ echo $((SECONDS - eval_started)) > "$WORK/eval_seconds"
 step "3. engine speed"
 head_args=()
 [ -n "$HEAD" ] && head_args=(--head "$HEAD")
+# It leaves TESTS_SECONDS to the CUDA tests, the only check that the graphs replay correctly.
 # shellcheck disable=SC2086 # ROWS is a list of row counts
-timeout "$(limit "$SPEED_SECONDS")" "$PY" benchmarks/engine_speed.py --model "$MODEL" --device "$DEVICE" --dtype "$SPEED_DTYPE" \
+timeout "$(limit "$SPEED_SECONDS" "$TESTS_SECONDS")" "$PY" benchmarks/engine_speed.py --model "$MODEL" --device "$DEVICE" --dtype "$SPEED_DTYPE" \
     --rows $ROWS --max-new-tokens "$SPEED_TOKENS" --serving-tokens "$SERVING_TOKENS" "${head_args[@]}" > "$WORK/engine_speed.md" 2> "$WORK/engine_speed.log" \
     || failed "engine speed"
 
 step "4. CUDA tests"
 if [ "$DEVICE" = cuda ]; then
     # --noconftest: the suite's fixtures need Postgres' driver and boto3, which these tests do not.
-    timeout "$(limit 120)" "$PY" -m pytest tests/engine/test_engine_cuda.py -q -p no:cacheprovider --noconftest \
-        > "$WORK/cuda_tests.log" 2>&1 || failed "CUDA tests"
+    # No plugin autoload: the image's own pytest plugins would load beside the payload's pytest,
+    # and one that does not fit it would fail every test at start-up.
+    PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout "$(limit 120)" "$PY" -m pytest tests/engine/test_engine_cuda.py \
+        -q -p no:cacheprovider --noconftest > "$WORK/cuda_tests.log" 2>&1 || failed "CUDA tests"
 else
     echo "DEVICE=$DEVICE: the CUDA tests skip" > "$WORK/cuda_tests.log"
 fi
@@ -151,10 +175,4 @@ step "summary"
 cat "$OUT/summary.md"
 
 tail -3 "$WORK/cuda_tests.log"
-if [ -n "$HEAD" ]; then
-    # 15 MB parts: the device tool brings back files of at most 16 MiB, and the head alone is ~20 MB.
-    # A trainer-train head (no manifest) can still be measured at home with `base-heads evaluate`.
-    tar -C "$(dirname "$HEAD")" -cf - "$(basename "$HEAD")" | split -b 15000000 -d - "$OUT/shipped-head.tar.part"
-    ls -l "$OUT"/shipped-head.tar.part*
-fi
 echo "gpu-check: done in $((SECONDS - started_at)) s; results in $OUT/"

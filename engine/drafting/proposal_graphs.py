@@ -145,7 +145,9 @@ class ProposalGraphs:
         capture: Capture | None = None,
     ) -> None:
         self.head, self.slots, self.draft_to_target = head, slots, draft_to_target
-        self._capture_function = counted(capture or cuda_graph_capture(torch.cuda.graph_pool_handle()))
+        self._capture_function = counted(
+            capture or cuda_graph_capture(torch.cuda.graph_pool_handle()), "draft"
+        )
         self._graphs: dict[tuple[int, int, int, int, bool], _Graph] = {}
         self.captures = 0
         self.broken = False  # set when a capture failed: proposals run eagerly from then on
