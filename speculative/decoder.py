@@ -35,6 +35,7 @@ from engine.packed_linear import pack_linear_layers, packing_available
 from engine.sampling import SamplingParams, probabilities, sample
 from engine.slot_target_runner import SlotTargetRunner, slot_runner_wanted
 from engine.target import TargetOutput, TargetRunner
+from engine.transfers import int_tables_to
 from speculative.result import GenerationResult
 from speculative.sequence import SequenceState
 from speculative.verification import Verdict, verify_greedy, verify_sampled
@@ -315,7 +316,10 @@ class SpeculativeDecoder:
         return int(sample(probabilities(logits, params), generator))
 
     def _ids(self, token_ids: list[int]) -> torch.Tensor:
-        return torch.tensor([token_ids], dtype=torch.long, device=self.device)
+        """[1, len] on the device, through pinned memory: queued behind the drafts a round has
+        just launched on a GPU, where torch.tensor(..., device=) would wait for them to run."""
+        (ids,) = int_tables_to(self.device, token_ids)
+        return ids.view(1, -1)
 
     def _generator(self, seed: int | None) -> torch.Generator:
         generator = torch.Generator(device=self.device)
