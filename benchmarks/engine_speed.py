@@ -32,14 +32,12 @@ import shutil
 import statistics
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from engine.cuda_graphs import CAPTURED
+from engine.cuda_graphs import captures_during
 from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.generation import generate_batched
 from engine.grouped_attention import fold_mask, grouped_attention
@@ -90,14 +88,6 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-@contextmanager
-def graph_capture_seconds() -> Iterator[Callable[[], float]]:
-    """Seconds spent capturing CUDA graphs inside the block: a one-time cost of each new
-    runner and shape, which a short timed run would otherwise count as step time."""
-    before = CAPTURED.seconds
-    yield lambda: CAPTURED.seconds - before
-
-
 def sync_cost_us(device: torch.device) -> float | None:
     if device.type != "cuda":
         return None
@@ -121,21 +111,21 @@ def prompts_of(tokenizer: object, count: int) -> list[list[int]]:
 def decoder_ms_per_token(model: PreTrainedModel, prompt: list[int], tokens: int) -> float:
     decoder = SpeculativeDecoder(model, eos_token_ids=[], pack_weights=False)
     decoder.generate_plain(prompt, max_new_tokens=8)  # warm-up
-    with graph_capture_seconds() as captured:
+    with captures_during() as captured:
         result = decoder.generate_plain(prompt, max_new_tokens=tokens)
-    return 1000 * (result.target_seconds - captured()) / max(1, len(result.token_ids) - 1)
+    return 1000 * (result.target_seconds - captured().seconds) / max(1, len(result.token_ids) - 1)
 
 
 def engine_ms_per_token(model: PreTrainedModel, prompt: list[int], tokens: int) -> float:
     generate_batched(model, [prompt], stop_ids=[NEVER], max_new_tokens=8, batch_size=1, sampling=GREEDY)
     synchronize(model.device)
-    with graph_capture_seconds() as captured:
+    with captures_during() as captured:
         started = time.perf_counter()
         generate_batched(
             model, [prompt], stop_ids=[NEVER], max_new_tokens=tokens, batch_size=1, sampling=GREEDY
         )
         synchronize(model.device)
-        seconds = time.perf_counter() - started - captured()
+        seconds = time.perf_counter() - started - captured().seconds
     return 1000 * seconds / tokens
 
 
@@ -174,11 +164,11 @@ def distillation(
     options = {"stop_ids": [NEVER], "max_new_tokens": tokens, "batch_size": rows, "sampling": GREEDY}
     generate_batched(model, prompts[:rows], recorder=recording.recorder(model), **options)  # type: ignore[arg-type]
     synchronize(model.device)
-    with Utilisation() as utilisation, graph_capture_seconds() as captured:
+    with Utilisation() as utilisation, captures_during() as captured:
         started = time.perf_counter()
         replies, _ = generate_batched(model, prompts, recorder=recording.recorder(model), **options)  # type: ignore[arg-type]
         synchronize(model.device)
-        seconds = time.perf_counter() - started - captured()
+        seconds = time.perf_counter() - started - captured().seconds
     generated = sum(len(r.tokens) for r in replies if r is not None)
     return generated / seconds, len(prompts) / seconds, utilisation.mean
 
@@ -196,14 +186,14 @@ def serving_tokens_per_s(
         model, head, speculation=speculation, max_batch_size=8, eos_token_ids=[], pack_weights=False
     ) as engine:
         engine.submit(GenerationRequest(prompts[0], 4)).wait(600)  # warm-up
-        with graph_capture_seconds() as captured:
+        with captures_during() as captured:
             started = time.perf_counter()
             handles = [
                 engine.submit(GenerationRequest(p, tokens, sampling=sampling, seed=index))
                 for index, p in enumerate(prompts[:16])
             ]
             generated = sum(len(h.wait(600)) for h in handles)
-            seconds = time.perf_counter() - started - captured()
+            seconds = time.perf_counter() - started - captured().seconds
     return generated / seconds
 
 

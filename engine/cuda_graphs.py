@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import torch
@@ -80,11 +81,31 @@ class CaptureTotals:
     def seconds_of(self, kind: str) -> float:
         return self.seconds_by_kind.get(kind, 0.0)
 
+    def copy(self) -> CaptureTotals:
+        return replace(self, seconds_by_kind=dict(self.seconds_by_kind))
+
+    def since(self, earlier: CaptureTotals) -> CaptureTotals:
+        """What was captured after ``earlier``, a copy of these totals taken before."""
+        return CaptureTotals(
+            captures=self.captures - earlier.captures,
+            seconds=self.seconds - earlier.seconds,
+            seconds_by_kind={
+                kind: self.seconds_of(kind) - earlier.seconds_of(kind) for kind in self.seconds_by_kind
+            },
+        )
+
 
 # A capture costs a device sync, an emptied cache and two eager warm-up runs: tens of steps'
 # time, once per runner and shape. What measures steady-state steps leaves it out: the serving
 # engine's cost model skips a step that captured, and benchmarks/engine_speed.py subtracts it.
 CAPTURED = CaptureTotals()
+
+
+@contextmanager
+def captures_during() -> Iterator[Callable[[], CaptureTotals]]:
+    """Inside the block, a function that says what has been captured since it began."""
+    before = CAPTURED.copy()
+    yield lambda: CAPTURED.since(before)
 
 
 def counted(capture: Capture, kind: str) -> Capture:

@@ -14,8 +14,9 @@
 # Each step's time limit shrinks to what is left of DEADLINE seconds (default 560: the device
 # tool stops a command at 600), so a slow step costs the later ones, never the results so far;
 # the build leaves RESERVE seconds (300) to the rest, and MINUTES shrinks to fit that (run.sh
-# passes MINUTES=5, which becomes 2.3); the engine table leaves TESTS_SECONDS (90) to the tests. OUT's summary and logs are rewritten after every step,
-# so a command stopped early still brings back what the finished steps measured.
+# passes MINUTES=5, which becomes 2.3); the engine table leaves TESTS_SECONDS (90) to the tests.
+# OUT's summary and logs are rewritten after every step, so a command stopped early still brings
+# back what the finished steps measured.
 #
 #   PY=/path/to/python MINUTES=3 OUT=dir scripts/gpu-check.sh
 #

@@ -17,7 +17,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.cuda_graphs import CAPTURED
+from engine.cuda_graphs import captures_during
 from engine.drafting.tree_draft import TreeShape
 from speculative.decoder import SpeculativeDecoder
 from speculative.result import GenerationResult, acceptance_by_position
@@ -82,7 +82,9 @@ class SpeedupReport:
     proposed_per_step: list[int] = field(default_factory=list)
     prompt_speedups: list[float] = field(default_factory=list)
     verified_tokens: int = 0
-    capture_seconds: float = 0.0  # CUDA graph captures during counted calls, left out of both sides
+    # CUDA graph captures left out of this report's two sides. Every K shares one plain run a
+    # prompt, so its captures are in each K's figure: a figure per report, not a share of a sum.
+    capture_seconds: float = 0.0
 
     def add(self, plain: GenerationResult, speculative: GenerationResult) -> None:
         self.prompts += 1
@@ -284,18 +286,18 @@ def compare(
 def _without_captures(generate: Callable[[], GenerationResult]) -> tuple[GenerationResult, float]:
     """``generate()``'s result with the CUDA graph captures it ran taken out of its times, and
     the seconds taken out (0 on a CPU, which captures nothing)."""
-    total, target, draft = CAPTURED.seconds, CAPTURED.seconds_of("target"), CAPTURED.seconds_of("draft")
-    result = generate()
-    captured = CAPTURED.seconds - total
-    if not captured:
+    with captures_during() as captured:
+        result = generate()
+    spent = captured()
+    if not spent.seconds:
         return result, 0.0
     trimmed = replace(
         result,
-        seconds=result.seconds - captured,
-        target_seconds=result.target_seconds - (CAPTURED.seconds_of("target") - target),
-        draft_seconds=result.draft_seconds - (CAPTURED.seconds_of("draft") - draft),
+        seconds=result.seconds - spent.seconds,
+        target_seconds=result.target_seconds - spent.seconds_of("target"),
+        draft_seconds=result.draft_seconds - spent.seconds_of("draft"),
     )
-    return trimmed, captured
+    return trimmed, spent.seconds
 
 
 def _speculate(

@@ -162,3 +162,24 @@ def test_a_closed_runner_with_graphs_is_freed_without_waiting_for_the_garbage_co
         assert alive() is None
     finally:
         gc.enable()
+
+
+def test_captures_during_a_block_are_told_apart_from_earlier_ones_by_kind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cuda_graphs, "CAPTURED", CaptureTotals())
+    target_capture = cuda_graphs.counted(eager_capture, "target")
+    draft_capture = cuda_graphs.counted(eager_capture, "draft")
+    target_capture(lambda: 1)  # before the block: not the block's
+
+    with cuda_graphs.captures_during() as captured:
+        draft_capture(lambda: 2)
+        _replay, output = target_capture(lambda: 3)
+        during = captured()
+
+    assert output == 3
+    assert during.captures == 2
+    assert during.seconds == pytest.approx(during.seconds_of("target") + during.seconds_of("draft"))
+    assert during.seconds_of("draft") > 0
+    assert cuda_graphs.CAPTURED.captures == 3
+    assert cuda_graphs.CAPTURED.seconds_of("target") > during.seconds_of("target")
