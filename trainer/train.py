@@ -73,7 +73,7 @@ def train(
         run.report("done")
         return stopped_before_training(run, data, architecture)
     if not data.train:
-        raise ValueError(no_samples_message(data))
+        raise ValueError(no_samples_message(data, config))
     head, vocab_coverage = build_head(config, target, data.train)
     teacher = new_teacher(config, target, head)
     share_cores(config)

@@ -323,6 +323,28 @@ def test_data_without_assistant_turns_is_a_clear_error(tiny_llama_dir: Path, tmp
         train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=2))
 
 
+def test_data_whose_prompts_all_exceed_the_prompt_room_names_that_room(
+    tiny_llama_dir: Path, tmp_path: Path
+) -> None:
+    # HumanEval's prompts, over 256 tokens each, once failed a small run with counts that
+    # summed to nothing: every conversation had gone, and the message did not say where.
+    data = tmp_path / "long.jsonl"
+    long_prompt = {"from": "human", "value": "word " * 200}
+    data.write_text(json.dumps({"conversations": [long_prompt, {"from": "gpt", "value": "ok"}]}) + "\n")
+    with pytest.raises(ValueError, match=r"1 not distilled \(no prompt within 32 tokens") as failure:
+        train(
+            config(
+                tiny_llama_dir,
+                data,
+                tmp_path / "run",
+                max_steps=2,
+                regenerate=True,
+                regenerate_max_prompt_tokens=32,
+            )
+        )
+    assert "regenerate_max_prompt_tokens" in str(failure.value)
+
+
 def test_regeneration_replaces_answers_with_the_targets_own(
     tiny_llama_dir: Path, data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

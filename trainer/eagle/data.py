@@ -131,6 +131,7 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     stats.regeneration_stopped = chunks.stopped
     stats.regeneration_seconds = clock() - started
     stats.regenerated_conversations = len(chunks.conversations)
+    stats.dropped_unfit_prompts = chunks.unfit
     last = config.regenerate_turns == "last"
     records = distilled_records(config, chunks, by_source)
     return _Distillation(chunks.conversations, chunks.samples if last else None, records)

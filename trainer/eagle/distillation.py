@@ -24,7 +24,7 @@ from trainer.data.split import content_key, split_holdout
 from trainer.data.summary import LoadResult, LoadSummary
 from trainer.data.tokenize import ChatTemplateError, TokenizedConversation, render_chat
 from trainer.eagle.continuation import ContinuationResult, context_of, continue_conversations
-from trainer.eagle.distilled import DistilledRecord, answer_room, origin_of, read_distilled
+from trainer.eagle.distilled import DistilledRecord, answer_room, origin_of, prompt_room, read_distilled
 from trainer.eagle.features import FEATURE_DTYPES, final_dtype_for
 
 CHUNK_BATCHES = 8
@@ -89,6 +89,9 @@ class DistilledChunks:
     reply_from: list[int] = field(default_factory=list)
     generated_tokens: int = 0
     stopped: bool = False
+    # Conversations left undistilled: their prompt does not fit the prompt room, or no user
+    # turn ends it (nothing to answer).
+    unfit: int = 0
 
 
 def distil_chunks(
@@ -120,17 +123,20 @@ def distil_chunks(
             progress(start + done)
 
         if config.regenerate_turns == "last":
-            continued = _continue_last_turns(
+            continued, unfit = _continue_last_turns(
                 config, generator, tokenizer, part, number, chunk_progress, should_stop, feature_layers
             )
+            result.unfit += unfit
             result.samples.extend(continued.samples)
             result.reply_from.extend(continued.reply_from)
             done, tokens, stopped = continued.conversations, continued.generated_tokens, continued.stopped
         else:
+            fitting = regeneration_order(config, tokenizer, part)
+            result.unfit += len(part) - len(fitting)
             regenerated = regenerate_conversations(
                 generator,
                 tokenizer,
-                regeneration_order(config, tokenizer, part),
+                fitting,
                 temperature=config.regenerate_temperature,
                 top_p=config.regenerate_top_p,
                 max_new_tokens=config.regenerate_max_new_tokens,
@@ -219,14 +225,14 @@ def _continue_last_turns(  # noqa: PLR0917 - private helper of distil_chunks
     progress: Callable[[int, int], None],
     should_stop: Callable[[], bool],
     feature_layers: list[int] | None,
-) -> ContinuationResult:
-    """One chunk through ``continue_conversations``, shortest prompts first (little padding)."""
-    room = min(config.regenerate_max_prompt_tokens, answer_room(config))
-    contexts = [context_of(c, tokenizer, max_prompt_tokens=room) for c in conversations]
+) -> tuple[ContinuationResult, int]:
+    """One chunk through ``continue_conversations``, shortest prompts first (little padding),
+    and how many of its conversations had no context that fits."""
+    contexts = [context_of(c, tokenizer, max_prompt_tokens=prompt_room(config)) for c in conversations]
     ordered = sorted((c for c in contexts if c is not None), key=lambda c: len(c.prompt_ids))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed + chunk_number)
-        return continue_conversations(
+        continued = continue_conversations(
             generator,
             tokenizer,
             ordered,
@@ -240,3 +246,4 @@ def _continue_last_turns(  # noqa: PLR0917 - private helper of distil_chunks
             feature_dtypes=(FEATURE_DTYPES[config.feature_dtype], final_dtype_for(config.feature_dtype)),
             context_loss=config.context_loss,
         )
+    return continued, len(conversations) - len(ordered)

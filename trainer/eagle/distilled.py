@@ -129,6 +129,14 @@ def answer_room(config: TrainConfig) -> int:
     return max(config.max_length - config.regenerate_max_new_tokens, config.max_length // 2)
 
 
+def prompt_room(config: TrainConfig) -> int:
+    """The longest prompt distillation hands the target: cut to it from the front
+    (regenerate_turns=last), or the conversation is left out when longer (all)."""
+    if config.regenerate_turns == "last":
+        return min(config.regenerate_max_prompt_tokens, answer_room(config))
+    return answer_room(config)
+
+
 def generation_settings(config: TrainConfig) -> dict[str, Any]:
     """Every setting that changes what distillation writes for a given target and data.
 
@@ -147,9 +155,7 @@ def generation_settings(config: TrainConfig) -> dict[str, Any]:
         "top_p": config.regenerate_top_p if config.regenerate_temperature > 0 else None,
         "max_new_tokens": config.regenerate_max_new_tokens,
         # The context the target sees: cut to this many tokens (last), or dropped when longer (all).
-        "prompt_room": min(config.regenerate_max_prompt_tokens, answer_room(config))
-        if last
-        else answer_room(config),
+        "prompt_room": prompt_room(config),
         "max_turns": None if last else config.regenerate_max_turns,
     }
     if config.self_instruct_conversations:

@@ -15,6 +15,7 @@ from engine.heads.validate import read_head_config
 from trainer.config import TrainConfig
 from trainer.device import bf16_matmuls_native, load_causal_lm, resolve_device
 from trainer.eagle.data import prepare_data
+from trainer.eagle.distilled import prompt_room
 from trainer.eagle.prepared import PreparedData, data_fingerprint, load_prepared, save_prepared
 from trainer.training.run import Run
 
@@ -87,11 +88,17 @@ def use_bf16(compute_dtype: str, device: torch.device) -> bool:
     return compute_dtype == "bfloat16"
 
 
-def no_samples_message(data: PreparedData) -> str:
+def no_samples_message(data: PreparedData, config: TrainConfig) -> str:
     stats = data.stats
     reason = f" (first error: {stats.first_error})" if stats.first_error else ""
+    unfit = (
+        f", {stats.dropped_unfit_prompts} not distilled (no prompt within {prompt_room(config)} tokens: "
+        "see regenerate_max_prompt_tokens and max_length; or no user turn to answer)"
+        if stats.dropped_unfit_prompts
+        else ""
+    )
     return (
         f"no training samples: {stats.records_read} records read, {stats.records_skipped} skipped, "
         f"{stats.conversations_heldout} held out, {stats.dropped_no_masked_tokens} without assistant tokens, "
-        f"{stats.dropped_template_errors} rejected by the chat template{reason}"
+        f"{stats.dropped_template_errors} rejected by the chat template{unfit}{reason}"
     )
