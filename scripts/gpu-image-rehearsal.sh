@@ -31,11 +31,11 @@ echo "rehearsal: upload 1 (stage.sh on the CPU)"
 (
     . .gpu/bin/env.sh
     mkdir -p /root/stage && cp .gpu/a/part00 /root/stage/
-    python3 -m trainer prepare-data humaneval --out /tmp/site-rehearsal-data > "$OUT/prep.log" 2>&1
+    python3 -m trainer prepare-data humaneval --out "$OUT/data" > "$OUT/prep.log" 2>&1
     python3 -c "from trainer.models.tiny import write_tiny_target; write_tiny_target('LlamaForCausalLM', '$OUT/tiny')"
-    python3 -m trainer train --model "$OUT/tiny" --data /tmp/site-rehearsal-data --out "$OUT/tiny-head" \
+    python3 -m trainer train --model "$OUT/tiny" --data "$OUT/data" --out "$OUT/tiny-head" \
         --device cpu --regenerate --max-conversations 64 --max-steps 10 --no-resume --json > "$OUT/tiny_train.json"
-    python3 -m trainer eval --model "$OUT/tiny" --head "$OUT/tiny-head" --prompts /tmp/site-rehearsal-data \
+    python3 -m trainer eval --model "$OUT/tiny" --head "$OUT/tiny-head" --prompts "$OUT/data" \
         --limit 4 --max-new-tokens 16 --device cpu --json "$OUT/tiny_eval.json" | tail -2
 )
 
