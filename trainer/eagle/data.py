@@ -8,10 +8,11 @@ stage and, under a time budget, not repeatable).
 from __future__ import annotations
 
 import copy
+import itertools
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,6 @@ from trainer.config import TrainConfig
 from trainer.data.formats.sharegpt import to_record
 from trainer.data.regenerate import sampling_mode
 from trainer.data.schema import Conversation
-from trainer.data.split import content_key
 from trainer.data.tokenize import (
     TokenizedConversation,
     tokenize_conversations,
@@ -40,20 +40,11 @@ from trainer.eagle.distilled import (
     write_distilled,
 )
 from trainer.eagle.prepared import DataStats, PreparedData
-from trainer.eagle.prompt_openings import openings_for
+from trainer.eagle.prompt_stream import PromptStream
 from trainer.eagle.reporting import Stage
-from trainer.eagle.self_instruct import synthesize_prompts
 
 HELDOUT_FILE = "heldout.jsonl"
 REGENERATED_FILE = "regenerated.jsonl"
-# Self-instruct samples with its own seed stream: adding it leaves the data's regeneration as it was.
-SELF_INSTRUCT_SEED_OFFSET = 7919
-# The share of distillation's budget that writing self-instruct prompts may take. Writing a
-# prompt cost about half as much as answering it (207 against 100 per CPU-minute, SmolLM2 on 2
-# cores), so a third of the budget writes about what the rest answers. The count alone, fixed
-# per budget-minute, overshot on a slower, shared machine: a 30 CPU-minute job wrote 1,253
-# prompts and had budget left to answer 260 of them.
-PROMPT_WRITING_SHARE = 1 / 3
 
 # (stage, done, total) while preparing; the train loop turns it into TrainProgress.
 ReportFn = Callable[[Stage, int, int], None]
@@ -90,9 +81,11 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     # writes and answers the first batch, rather than leaving training no sample at all.
     # should_stop() (a stop the user asked for) ends a stage at once, whatever it has made.
     done: dict[Stage, int] = {}
+    latest: list[Stage] = []  # the stage of the latest report
 
     def tracked(stage: Stage, count: int, total: int) -> None:
         done[stage] = count
+        latest[:] = [stage]
         report(stage, count, total)
 
     def over(stage: Stage, until: float | None) -> bool:
@@ -104,29 +97,44 @@ def _regenerate(  # noqa: PLR0917 - private, called once with everything it need
     generator = generation_copy(target, bf16=bf16)
     stats.regeneration_mode = sampling_mode(config.regenerate_temperature, config.regenerate_top_p)
     started = clock()
+    stream: Iterable[Conversation] = conversations
+    prompts: PromptStream | None = None
     if config.self_instruct_conversations:
-        write_until = None if deadline is None else started + PROMPT_WRITING_SHARE * (deadline - started)
-
-        def stop_writing() -> bool:
-            return should_stop() or over("writing_prompts", write_until)
-
-        conversations = with_self_instruct(
-            config, generator, tokenizer, conversations, stats, tracked, stop_writing, answered
+        # Written a chunk at a time as distillation reaches them (trainer.eagle.prompt_stream),
+        # then the data's conversations: the prompts were paid for, so they are answered first.
+        prompts = PromptStream(
+            config,
+            generator,
+            tokenizer,
+            answered,
+            tracked,
+            lambda: should_stop() or over("writing_prompts", deadline),
         )
-    # Said now: the first batch's progress comes only once it is generated, a minute or more.
-    tracked("regenerating", 0, len(conversations))
+        stream = itertools.chain(prompts, conversations)
+    # The conversations this run means to distil (every prompt asked for, then the data's).
+    planned = config.self_instruct_conversations + len(conversations)
+
+    def chunk_starting(count: int) -> None:
+        # Said as a chunk starts after prompts were written for it: its first progress comes
+        # only once a batch is generated, a minute or more.
+        if latest != ["regenerating"]:
+            tracked("regenerating", count, planned)
+
     # Chunks of eight batches, in the shuffled order: a budget-limited run draws evenly from
     # the whole data set, and prompts are measured (rendered, tokenised) only as needed.
     chunks = distil_chunks(
         config,
         generator,
         tokenizer,
-        conversations,
+        stream,
         first_chunk=0,
-        progress=lambda count: tracked("regenerating", count, len(conversations)),
+        progress=lambda count: tracked("regenerating", count, planned),
         should_stop=stop_regenerating,
         feature_layers=feature_layers,
+        starting=chunk_starting,
     )
+    if prompts is not None:
+        stats.self_instruct = prompts.summary()
     stats.regenerated_tokens = chunks.generated_tokens
     stats.regeneration_stopped = chunks.stopped
     stats.regeneration_seconds = clock() - started
@@ -147,7 +155,7 @@ def generation_copy(target: PreTrainedModel, *, bf16: bool) -> PreTrainedModel:
     return copy.deepcopy(target).to(torch.bfloat16) if bf16 else target  # type: ignore[arg-type]
 
 
-def with_self_instruct(  # noqa: PLR0917 - also the planner of a fanned-out distillation
+def with_self_instruct(  # noqa: PLR0917 - the planner of a fanned-out distillation
     config: TrainConfig,
     generator: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -157,43 +165,18 @@ def with_self_instruct(  # noqa: PLR0917 - also the planner of a fanned-out dist
     should_stop: Callable[[], bool],
     answered: frozenset[str],
 ) -> list[Conversation]:
-    """The target's own prompts, then the data's conversations: the distillation order.
+    """Every self-instruct prompt, written now, then the data's conversations: the order a
+    single run distils them in (it writes the same prompts as it reaches them).
 
     Prompts first because writing them was already paid from the budget: shuffled in with a
     large data set, a budget-limited run answered only its share of them (a 30 CPU-minute job
     on the built-in chit-chat, 7168 conversations, distilled 1436 of the 8168, so about 180 of
     the 1000 prompts it had spent minutes writing), and they are the broad data that carries
-    over to unlike prompts.
-
-    The prompts' seed moves on with the number of ``answered`` origins: a run after others
-    on the same distillation cache writes new prompts rather than those they answered."""
-    report("writing_prompts", 0, config.self_instruct_conversations)
-    seed = config.seed + SELF_INSTRUCT_SEED_OFFSET + len(answered)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        synthesized = synthesize_prompts(
-            generator,
-            tokenizer,
-            config.self_instruct_conversations,
-            temperature=config.self_instruct_temperature,
-            top_p=config.self_instruct_top_p,
-            max_prompt_tokens=config.self_instruct_max_prompt_tokens,
-            batch_size=config.generation_rows(generator.device),
-            openings=openings_for(config.self_instruct_openings),
-            should_stop=should_stop,
-            progress=lambda kept: report("writing_prompts", kept, config.self_instruct_conversations),
-        )
-    fresh = [c for c in synthesized.conversations if content_key(c) not in answered]
-    if len(fresh) < len(synthesized.conversations):
-        synthesized.dropped["already_distilled"] += len(synthesized.conversations) - len(fresh)
-        synthesized.conversations = fresh
-    stats.self_instruct = synthesized.summary(
-        temperature=config.self_instruct_temperature,
-        top_p=config.self_instruct_top_p,
-        max_prompt_tokens=config.self_instruct_max_prompt_tokens,
-        openings=config.self_instruct_openings,
-    )
-    return [*synthesized.conversations, *conversations]
+    over to unlike prompts."""
+    prompts = PromptStream(config, generator, tokenizer, answered, report, should_stop)
+    written = list(prompts)
+    stats.self_instruct = prompts.summary()
+    return [*written, *conversations]
 
 
 def prepare_data(

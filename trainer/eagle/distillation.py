@@ -9,8 +9,9 @@ under greedy decoding, exactly the records one worker would write for the same c
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -89,8 +90,8 @@ class DistilledChunks:
     reply_from: list[int] = field(default_factory=list)
     generated_tokens: int = 0
     stopped: bool = False
-    # Conversations left undistilled: their prompt does not fit the prompt room, or no user
-    # turn ends it (nothing to answer).
+    # Conversations left undistilled: their prompt does not fit the prompt room, no user turn
+    # ends it (nothing to answer), or the chat template rejects it.
     unfit: int = 0
 
 
@@ -98,26 +99,35 @@ def distil_chunks(
     config: TrainConfig,
     generator: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    conversations: Sequence[Conversation],
+    conversations: Iterable[Conversation],
     *,
     first_chunk: int,
     progress: Callable[[int], None],
     should_stop: Callable[[], bool],
     feature_layers: list[int] | None,
+    starting: Callable[[int], None] | None = None,
 ) -> DistilledChunks:
     """Distil ``conversations``, which start at chunk number ``first_chunk`` of the run.
 
-    ``progress(done)`` counts replies written among ``conversations``. When ``should_stop()``
-    turns true the chunks finished so far (and the current one's finished conversations) are kept.
+    ``conversations`` is read a chunk at a time, only once the chunk before is distilled (a
+    stream of self-instruct prompts writes each chunk when it is reached). ``progress(done)``
+    counts replies written among them, and ``starting(done)`` is said as each chunk begins.
+    When ``should_stop()`` turns true the chunks finished so far (and the current one's
+    finished conversations) are kept.
     """
     size = chunk_size(config)
     result = DistilledChunks()
-    for offset, start in enumerate(range(0, len(conversations), size)):
+    remaining = iter(conversations)
+    start = 0
+    for number in itertools.count(first_chunk):
         if should_stop():
             result.stopped = True
             break
-        part = conversations[start : start + size]
-        number = first_chunk + offset
+        part = list(itertools.islice(remaining, size))
+        if not part:
+            break
+        if starting is not None:
+            starting(start)
 
         def chunk_progress(done: int, _total: int, start: int = start) -> None:
             progress(start + done)
@@ -153,6 +163,7 @@ def distil_chunks(
         result.conversations.extend(done)
         result.generated_tokens += tokens
         result.stopped = stopped
+        start += len(part)
     return result
 
 

@@ -35,7 +35,8 @@ class DataStats:
     regeneration_stopped: bool = False
     dropped_no_masked_tokens: int = 0
     dropped_template_errors: int = 0
-    # Left undistilled: no context within the prompt room, or no user turn to answer.
+    # Left undistilled: no context within the prompt room, no user turn to answer, or a prompt
+    # the chat template rejects.
     dropped_unfit_prompts: int = 0
     truncated: int = 0
     train_samples: int = 0

@@ -49,6 +49,15 @@ class SelfInstructResult:
     stopped: bool = False
     opened: int = 0  # kept prompts that began with a task opening
 
+    def add(self, other: SelfInstructResult) -> None:
+        """Count ``other``'s prompts and drops in this result (a run writes in rounds)."""
+        self.conversations.extend(other.conversations)
+        self.generated += other.generated
+        self.tokens += other.tokens
+        self.dropped.update(other.dropped)
+        self.stopped = self.stopped or other.stopped
+        self.opened += other.opened
+
     def summary(
         self, *, temperature: float, top_p: float, max_prompt_tokens: int, openings: str
     ) -> dict[str, object]:
@@ -101,11 +110,13 @@ def synthesize_prompts(
     openings: Sequence[str] = (),
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], None] = lambda kept: None,
+    seen: set[str] | None = None,
 ) -> SelfInstructResult:
     """Up to ``count`` distinct user prompts written by ``model`` (sampled: the caller seeds torch).
 
     With ``openings`` (trainer.eagle.prompt_openings), each prompt starts with one drawn at
-    random and the target writes the rest."""
+    random and the target writes the rest. ``seen`` holds the prompts (lowercased words) of
+    earlier calls of the same run, which count as duplicates; it grows with the kept ones."""
     if temperature <= 0:
         raise ValueError("self-instruct prompts must be sampled: temperature > 0 (greedy writes one prompt)")
     prefix = fixed_opening(tokenizer)
@@ -116,7 +127,7 @@ def synthesize_prompts(
     ids_of = {opening: _opening_ids(tokenizer, opening) for opening in {"", *openings}}
     stop_ids = stop_token_ids(model, tokenizer)
     result = SelfInstructResult(conversations=[])
-    seen: set[str] = set()
+    seen = set() if seen is None else seen
     was_training = model.training
     model.train(False)
     try:

@@ -93,7 +93,8 @@ def no_samples_message(data: PreparedData, config: TrainConfig) -> str:
     reason = f" (first error: {stats.first_error})" if stats.first_error else ""
     unfit = (
         f", {stats.dropped_unfit_prompts} not distilled (no prompt within {prompt_room(config)} tokens: "
-        "see regenerate_max_prompt_tokens and max_length; or no user turn to answer)"
+        "see regenerate_max_prompt_tokens and max_length; no user turn to answer; or the chat template "
+        "rejected it)"
         if stats.dropped_unfit_prompts
         else ""
     )

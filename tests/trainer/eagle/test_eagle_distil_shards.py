@@ -9,9 +9,11 @@ import pytest
 import torch
 
 from trainer.config import TrainConfig
+from trainer.data.schema import Conversation, Message
 from trainer.distil import distil_shard, plan_distillation
 from trainer.eagle.data import REGENERATED_FILE, prepare_data
 from trainer.eagle.distilled import DistilledRecord, read_distilled
+from trainer.eagle.self_instruct import SOURCE, SelfInstructResult
 from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
 from trainer.train import load_target, use_bf16
 
@@ -93,6 +95,35 @@ def test_shards_write_the_records_of_one_run(
 
     assert shards >= 2
     assert len(expected) >= 36  # 40 conversations, 10 % held out (and self-instruct's)
+    assert [r.to_json() for r in records] == expected
+
+
+def test_prompts_written_round_by_round_are_the_plans_prompts(
+    tiny_model_dir: Path, chat_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A single run writes its prompts a chunk at a time as distillation reaches them; the plan
+    writes every round up front. Each round is seeded on its own, so both hold the same
+    prompts in the same chunks. (The tiny target's own prompts all run past any short cap,
+    so a writer that draws each prompt from torch's seeded generator stands in for it.)"""
+    rounds: list[int] = []
+
+    def seeded_writer(*args: object, **kwargs: object) -> SelfInstructResult:
+        count = args[2]
+        assert isinstance(count, int)
+        rounds.append(count)
+        numbers = torch.randint(0, 10**6, (count,)).tolist()
+        prompts = [Conversation([Message("user", f"Spell {n} in words.")], source=SOURCE) for n in numbers]
+        return SelfInstructResult(conversations=prompts, generated=count)
+
+    monkeypatch.setattr("trainer.eagle.prompt_stream.synthesize_prompts", seeded_writer)
+    # Chunks of 16: 20 prompts are written in two rounds (16, then 4) before the data's 36.
+    config = _config(tiny_model_dir, chat_data, tmp_path / "run", self_instruct_conversations=20)
+    expected = _one_run(config)
+    records, shards = _in_shards(config, chunks_per_shard=1)
+
+    assert rounds == [16, 4, 16, 4]  # the run's rounds, then the plan's
+    assert shards == 4
+    assert sum("Spell " in str(r["conversations"]) for r in expected) == 20
     assert [r.to_json() for r in records] == expected
 
 

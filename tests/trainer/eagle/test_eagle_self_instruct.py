@@ -216,7 +216,7 @@ def test_the_targets_own_prompts_are_distilled_before_the_data(
     def fake_synthesize(*args: object, **kwargs: object) -> SelfInstructResult:
         return SelfInstructResult(conversations=list(written), generated=3)
 
-    monkeypatch.setattr("trainer.eagle.data.synthesize_prompts", fake_synthesize)
+    monkeypatch.setattr("trainer.eagle.prompt_stream.synthesize_prompts", fake_synthesize)
     config = TrainConfig(
         model_dir=tmp_path, out_dir=tmp_path, data_paths=[tmp_path / "d.jsonl"], self_instruct_conversations=3
     )
@@ -233,43 +233,84 @@ def test_the_targets_own_prompts_are_distilled_before_the_data(
     assert order == [*written, *data]
 
 
-@pytest.mark.parametrize(("deadline", "batches"), [(30.0, 10), (None, 50)])
-def test_writing_prompts_takes_at_most_a_third_of_the_distillation_budget(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deadline: float | None, batches: int
-) -> None:
-    """Prompts written past that share would go unanswered: answering one costs about twice
-    as much as writing it. Without a budget, the count alone decides."""
+def _prompt_writing_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deadline: float | None
+) -> tuple[list[Conversation], DataStats, list[int]]:
+    """A run asked for 50 prompts whose writer costs 1 s a prompt and whose distillation 3 s a
+    reply, on a fake clock; chunks (and so rounds of prompts) of 8. Returns the prompts
+    written, the run's stats, and the size of every round asked of the writer."""
     now = [0.0]
     written: list[Conversation] = []
+    rounds: list[int] = []
 
-    def one_second_a_batch(
+    def one_second_a_prompt(
         *args: object, should_stop: Callable[[], bool], progress: Callable[[int], None], **kwargs: object
     ) -> SelfInstructResult:
-        while len(written) < 50 and not should_stop():
+        count = args[2]
+        assert isinstance(count, int)
+        rounds.append(count)
+        result = SelfInstructResult(conversations=[])
+        while len(result.conversations) < count and not should_stop():
             now[0] += 1.0
-            written.append(
-                Conversation([Message("user", f"Name a prime above {len(written)}.")], source=SOURCE)
-            )
-            progress(len(written))
-        return SelfInstructResult(conversations=list(written), generated=len(written))
+            prompt = Conversation([Message("user", f"Name a prime above {len(written)}.")], source=SOURCE)
+            written.append(prompt)
+            result.conversations.append(prompt)
+            result.generated += 1
+            progress(len(result.conversations))
+        result.stopped = len(result.conversations) < count
+        return result
 
-    monkeypatch.setattr("trainer.eagle.data.synthesize_prompts", one_second_a_batch)
+    replies = [0]
+
+    def three_seconds_a_reply(stage: str, done: int, total: int) -> None:
+        if stage == "regenerating" and done > replies[0]:
+            now[0] += 3.0 * (done - replies[0])
+            replies[0] = done
+
+    monkeypatch.setattr("trainer.eagle.prompt_stream.synthesize_prompts", one_second_a_prompt)
     config = TrainConfig(
         model_dir=tmp_path,
         out_dir=tmp_path,
         self_instruct_conversations=50,
         regenerate_max_new_tokens=2,
+        regenerate_batch_size=1,
         holdout_fraction=0.0,
         eval_fraction=0.0,
     )
-    prepare_data(
+    data = prepare_data(
         config,
         build_tiny_target("LlamaForCausalLM", vocab_size=259),
         build_tiny_tokenizer(),
-        report=lambda *_: None,
+        report=three_seconds_a_reply,
         should_stop=lambda: False,
         regenerate_deadline=deadline,
         clock=lambda: now[0],
     )
+    return written, data.stats, rounds
 
-    assert len(written) == batches
+
+def test_under_a_budget_prompts_are_written_as_distillation_reaches_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written all at once for a fixed share of the budget, prompts went unanswered whenever a
+    reply cost more than the share assumed (here: 20 written in a third of 60 s, 13 answered).
+    Written a chunk at a time, only the round the budget ends in can be left unanswered."""
+    written, stats, rounds = _prompt_writing_run(tmp_path, monkeypatch, deadline=60.0)
+
+    # Round 1: 8 prompts (8 s), 8 replies (32 s); round 2: 8 prompts (40 s), replies until 60 s.
+    assert rounds == [8, 8]
+    assert len(written) == 16
+    assert stats.self_instruct is not None
+    assert stats.self_instruct["kept"] == 16
+    assert 14 <= stats.regenerated_conversations < 16
+    assert stats.regeneration_stopped
+
+
+def test_without_a_budget_every_prompt_asked_for_is_written_and_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written, stats, rounds = _prompt_writing_run(tmp_path, monkeypatch, deadline=None)
+
+    assert rounds == [8, 8, 8, 8, 8, 8, 2]
+    assert len(written) == 50 == stats.regenerated_conversations
+    assert not stats.regeneration_stopped
