@@ -13,12 +13,14 @@ Every file is written whole by one PUT; ``result.json`` after ``records.jsonl`` 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from core.output_layout import OutputLayout
 from core.s3 import S3Location
+from trainer.config import TrainConfig
 from worker.worker_identity import WorkerIdentity
 
 ROOT = "distillation/"
@@ -69,7 +71,9 @@ class ModelObject(BaseModel):
 
 
 class DistillationPlanDocument(BaseModel):
-    train_config: dict[str, Any] = Field(description="TrainConfig fields; model_dir is each worker's own.")
+    train_config: dict[str, Any] = Field(
+        description="The TrainConfig fields the job set (plan_train_config); model_dir is each worker's own."
+    )
     model_uri: str
     model_objects: list[ModelObject]
     model_compressed: bool
@@ -108,3 +112,24 @@ class MergedDistillation(BaseModel):
     seconds: float = Field(description="Wall time from sending the shards until the last was in.")
     retried_shards: list[int] = Field(default_factory=list)
     coordinator: WorkerIdentity | None = Field(default=None, description="The job's own worker.")
+
+
+def plan_train_config(config: TrainConfig) -> dict[str, Any]:
+    """The job's config as a plan carries it to its shards: only the fields the job set, so a
+    shard's worker fills the rest with its own defaults. A field written out would count as
+    chosen: ``regenerate_batch_size`` would hold a GPU shard to the CPU's 48 rows rather
+    than TrainConfig.generation_rows' 256."""
+    return config.model_dump(mode="json", exclude_unset=True)
+
+
+def shard_train_config(plan: DistillationPlanDocument, model_dir: Path, scratch: Path) -> TrainConfig:
+    """The config a shard's worker distils with: the plan's, on its own copy of the model."""
+    return TrainConfig.model_validate(
+        {
+            **plan.train_config,
+            "model_dir": model_dir,
+            "out_dir": scratch,
+            "distilled_paths": [],
+            "init_head_dir": None,
+        }
+    )

@@ -24,7 +24,6 @@ from core.output_layout import OutputLayout
 from core.s3 import S3Location, s3_client
 from core.s3_store import S3Object, S3Store
 from db.settings import Settings, get_settings
-from trainer.config import TrainConfig
 from trainer.data.schema import Conversation, Message
 from trainer.distil import distil_shard
 from worker.artifact_cache import ArtifactCache, cache_root
@@ -34,6 +33,7 @@ from worker.fanout.layout import (
     ShardHeartbeat,
     ShardLayout,
     ShardResult,
+    shard_train_config,
 )
 from worker.job_store import JobStore
 from worker.s3_snapshot import S3Snapshot, SnapshotEntry
@@ -89,15 +89,7 @@ def run_distillation_shard(
     with _Heartbeat(s3, shard, me, task_id=task_id, total=spec.conversations, interval=lease / 4) as beat:
         model_dir = _fetch_model(s3, settings, plan)
         scratch = cache_root(settings) / "jobs" / f"job-{job_id}" / "shards" / f"{index}-{task_id}"
-        config = TrainConfig.model_validate(
-            {
-                **plan.train_config,
-                "model_dir": model_dir,
-                "out_dir": scratch,
-                "distilled_paths": [],
-                "init_head_dir": None,
-            }
-        )
+        config = shard_train_config(plan, model_dir, scratch)
         outcome = distil_shard(
             config,
             read_conversations(s3, shard.input),

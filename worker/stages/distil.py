@@ -30,6 +30,7 @@ from worker.fanout.layout import (
     ModelObject,
     ShardLayout,
     ShardSpec,
+    plan_train_config,
     shard_name,
 )
 from worker.fanout.shard import write_conversations
@@ -121,7 +122,7 @@ def _plan(ctx: JobContext, config: TrainConfig, shard_size: int) -> Distillation
         )
     model = required(ctx.artifacts.model, "the base model")
     plan = DistillationPlanDocument(
-        train_config=config.model_dump(mode="json"),
+        train_config=plan_train_config(config),
         model_uri=model.location.uri,
         model_objects=[
             ModelObject(path=e.path, uri=e.object.uri, etag=e.object.etag, size=e.object.size)
