@@ -75,6 +75,7 @@ def run_worker(job: Path) -> None:
         config,
         conversations,
         first_chunk=spec["first_chunk"],
+        chunk_size=spec["chunk_size"],
         origins=spec["origins"],
         progress=lambda _done: None,
         should_stop=lambda: False,
@@ -123,6 +124,7 @@ def write_jobs(
                     "config": config.model_dump(mode="json"),
                     "conversations": [{"messages": c.as_dicts(), "source": c.source} for c in part],
                     "first_chunk": start // chunk,
+                    "chunk_size": chunk,
                     "origins": origins,
                 }
             )

@@ -70,7 +70,10 @@ def plan_distillation(
         conversations = with_self_instruct(
             config, generator, tokenizer, conversations, stats, report, should_stop, selection.answered
         )
-    return DistillationPlan(conversations, origins, chunk_size(config), stats.self_instruct)
+    # The planner's device sizes the chunks (and so the rounds it wrote prompts in); every
+    # shard chunks as it did, on whatever device it runs.
+    size = chunk_size(config, resolve_device(config.device))
+    return DistillationPlan(conversations, origins, size, stats.self_instruct)
 
 
 def distil_shard(
@@ -78,6 +81,7 @@ def distil_shard(
     conversations: Sequence[Conversation],
     *,
     first_chunk: int,
+    chunk_size: int,
     origins: dict[str, str],
     progress: Callable[[int], None],
     should_stop: Callable[[], bool],
@@ -100,6 +104,7 @@ def distil_shard(
         progress=progress,
         should_stop=should_stop,
         feature_layers=None,
+        size=chunk_size,
     )
     return ShardOutcome(
         records=distilled_records(config, chunks, origins),

@@ -57,7 +57,7 @@ class PromptStream:
         self.report("writing_prompts", 0, count)
         round_number = 0
         while kept < count and not self.should_stop():
-            asked = min(chunk_size(self.config), count - kept)
+            asked = min(chunk_size(self.config, self.generator.device), count - kept)
             written = self._write_round(seed + round_number, asked, kept, seen)
             got = len(written.conversations)
             kept += got

@@ -81,6 +81,11 @@ class DistillationPlanDocument(BaseModel):
     shards: list[ShardSpec]
     deadline_epoch: float | None = Field(description="Unix time when distilling must stop; None: no limit.")
     self_instruct: dict[str, Any] | None = None
+    chunk_size: int | None = Field(
+        default=None,
+        description="Conversations per chunk, as the planner's device sized them; every shard chunks so. "
+        "None in plans written before it was kept: eight batches of regenerate_batch_size.",
+    )
     coordinator: WorkerIdentity | None = Field(default=None, description="The job's own worker.")
 
 

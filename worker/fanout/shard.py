@@ -26,6 +26,7 @@ from core.s3_store import S3Object, S3Store
 from db.settings import Settings, get_settings
 from trainer.data.schema import Conversation, Message
 from trainer.distil import distil_shard
+from trainer.eagle.distillation import CHUNK_BATCHES
 from worker.artifact_cache import ArtifactCache, cache_root
 from worker.fanout.layout import (
     PLAN,
@@ -94,6 +95,8 @@ def run_distillation_shard(
             config,
             read_conversations(s3, shard.input),
             first_chunk=spec.first_chunk,
+            # Plans from before chunks were sized by device chunked by the CPU's rows.
+            chunk_size=plan.chunk_size or CHUNK_BATCHES * config.regenerate_batch_size,
             origins=plan.origins,
             progress=beat.set_done,
             should_stop=stop,

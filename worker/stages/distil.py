@@ -133,6 +133,7 @@ def _plan(ctx: JobContext, config: TrainConfig, shard_size: int) -> Distillation
         shards=shards,
         deadline_epoch=deadline,
         self_instruct=planned.self_instruct,
+        chunk_size=planned.chunk_size,
         coordinator=current_worker(),
     )
     ctx.s3.put_json(plan.model_dump(mode="json"), location)

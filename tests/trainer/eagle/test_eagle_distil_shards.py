@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 import torch
 
-from trainer.config import TrainConfig
+from trainer.config import CUDA_GENERATION_ROWS, TrainConfig
 from trainer.data.schema import Conversation, Message
 from trainer.distil import distil_shard, plan_distillation
 from trainer.eagle.data import REGENERATED_FILE, prepare_data
+from trainer.eagle.distillation import CHUNK_BATCHES, chunk_size
 from trainer.eagle.distilled import DistilledRecord, read_distilled
 from trainer.eagle.self_instruct import SOURCE, SelfInstructResult
 from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
@@ -61,6 +62,7 @@ def _in_shards(config: TrainConfig, chunks_per_shard: int) -> tuple[list[Distill
             config,
             plan.conversations[start : start + size],
             first_chunk=start // plan.chunk_size,
+            chunk_size=plan.chunk_size,
             origins=plan.origins,
             progress=lambda _done: None,
             should_stop=lambda: False,
@@ -127,6 +129,38 @@ def test_prompts_written_round_by_round_are_the_plans_prompts(
     assert [r.to_json() for r in records] == expected
 
 
+def test_a_shard_chunks_as_its_plan_did_whatever_rows_its_device_runs(
+    tiny_model_dir: Path, chat_data: Path, tmp_path: Path
+) -> None:
+    """A plan's chunks are sized by the planner's device; a shard on a device that runs more
+    rows at once (a GPU's 256 against a CPU's 48) still chunks and seeds as the plan did."""
+    config = _config(tiny_model_dir, chat_data, tmp_path / "run")
+    expected = _one_run(config)
+    plan = plan_distillation(config, should_stop=lambda: False)
+    wider = config.model_copy(update={"regenerate_batch_size": 4})  # chunks of 32 by its own rows
+    outcome = distil_shard(
+        wider,
+        plan.conversations,
+        first_chunk=0,
+        chunk_size=plan.chunk_size,
+        origins=plan.origins,
+        progress=lambda _done: None,
+        should_stop=lambda: False,
+    )
+
+    assert (plan.chunk_size, chunk_size(wider, torch.device("cpu"))) == (16, 32)
+    assert [r.to_json() for r in outcome.records] == expected
+
+
+def test_chunks_are_eight_batches_of_the_rows_the_device_runs(tmp_path: Path) -> None:
+    default = TrainConfig(model_dir=tmp_path, out_dir=tmp_path, data_paths=[tmp_path / "d.jsonl"])
+    chosen = default.model_copy(update={"regenerate_batch_size": 16})
+
+    assert chunk_size(default, torch.device("cpu")) == CHUNK_BATCHES * default.regenerate_batch_size
+    assert chunk_size(default, torch.device("cuda")) == CHUNK_BATCHES * CUDA_GENERATION_ROWS
+    assert chunk_size(chosen, torch.device("cuda")) == CHUNK_BATCHES * 16
+
+
 def test_a_stopped_shard_keeps_its_finished_chunks(
     tiny_model_dir: Path, chat_data: Path, tmp_path: Path
 ) -> None:
@@ -141,6 +175,7 @@ def test_a_stopped_shard_keeps_its_finished_chunks(
         config,
         plan.conversations,
         first_chunk=0,
+        chunk_size=plan.chunk_size,
         origins=plan.origins,
         progress=replies.append,
         should_stop=stop_after_the_first_chunk,
