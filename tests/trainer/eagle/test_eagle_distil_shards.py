@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import torch
 
 from trainer.config import CUDA_GENERATION_ROWS, TrainConfig
 from trainer.data.schema import Conversation, Message
-from trainer.distil import distil_shard, plan_distillation
+from trainer.distil import DistillationPlan, ShardOutcome, distil_shard, plan_distillation
 from trainer.eagle.data import REGENERATED_FILE, prepare_data
 from trainer.eagle.distillation import CHUNK_BATCHES, chunk_size
 from trainer.eagle.distilled import DistilledRecord, read_distilled
@@ -71,6 +72,25 @@ def _in_shards(config: TrainConfig, chunks_per_shard: int) -> tuple[list[Distill
         records.extend(outcome.records)
         shards += 1
     return records, shards
+
+
+def _the_whole_plan(
+    config: TrainConfig,
+    plan: DistillationPlan,
+    *,
+    progress: Callable[[int], None],
+    should_stop: Callable[[], bool],
+) -> ShardOutcome:
+    """One shard holding every conversation of ``plan``, distilled with ``config``."""
+    return distil_shard(
+        config,
+        plan.conversations,
+        first_chunk=0,
+        chunk_size=plan.chunk_size,
+        origins=plan.origins,
+        progress=progress,
+        should_stop=should_stop,
+    )
 
 
 @pytest.mark.parametrize(
@@ -138,15 +158,7 @@ def test_a_shard_chunks_as_its_plan_did_whatever_rows_its_device_runs(
     expected = _one_run(config)
     plan = plan_distillation(config, should_stop=lambda: False)
     wider = config.model_copy(update={"regenerate_batch_size": 4})  # chunks of 32 by its own rows
-    outcome = distil_shard(
-        wider,
-        plan.conversations,
-        first_chunk=0,
-        chunk_size=plan.chunk_size,
-        origins=plan.origins,
-        progress=lambda _done: None,
-        should_stop=lambda: False,
-    )
+    outcome = _the_whole_plan(wider, plan, progress=lambda _done: None, should_stop=lambda: False)
 
     assert (plan.chunk_size, chunk_size(wider, torch.device("cpu"))) == (16, 32)
     assert [r.to_json() for r in outcome.records] == expected
@@ -171,14 +183,6 @@ def test_a_stopped_shard_keeps_its_finished_chunks(
     def stop_after_the_first_chunk() -> bool:
         return bool(replies) and replies[-1] >= plan.chunk_size
 
-    outcome = distil_shard(
-        config,
-        plan.conversations,
-        first_chunk=0,
-        chunk_size=plan.chunk_size,
-        origins=plan.origins,
-        progress=replies.append,
-        should_stop=stop_after_the_first_chunk,
-    )
+    outcome = _the_whole_plan(config, plan, progress=replies.append, should_stop=stop_after_the_first_chunk)
     assert outcome.stopped
     assert len(outcome.records) == plan.chunk_size
