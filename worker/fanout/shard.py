@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
+import torch
+
 from core.job_spec import JobSpec
 from core.output_layout import OutputLayout
 from core.s3 import S3Location, s3_client
@@ -26,7 +28,7 @@ from core.s3_store import S3Object, S3Store
 from db.settings import Settings, get_settings
 from trainer.data.schema import Conversation, Message
 from trainer.distil import distil_shard
-from trainer.eagle.distillation import CHUNK_BATCHES
+from trainer.eagle.distillation import chunk_size
 from worker.artifact_cache import ArtifactCache, cache_root
 from worker.fanout.layout import (
     PLAN,
@@ -96,7 +98,7 @@ def run_distillation_shard(
             read_conversations(s3, shard.input),
             first_chunk=spec.first_chunk,
             # Plans from before chunks were sized by device chunked by the CPU's rows.
-            chunk_size=plan.chunk_size or CHUNK_BATCHES * config.regenerate_batch_size,
+            chunk_size=plan.chunk_size or chunk_size(config, torch.device("cpu")),
             origins=plan.origins,
             progress=beat.set_done,
             should_stop=stop,
