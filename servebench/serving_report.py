@@ -178,13 +178,17 @@ class ServingReport(BaseModel):
             short = self.requests_per_level - row.successful_requests
             if short <= 0:
                 continue
+            # guidellm counts only the requests it started: when its max_requests constraint ends
+            # a level, a request still queued behind the concurrency limit is in no count.
+            unsent = short - row.errored_requests - row.incomplete_requests
             reasons = [
                 f"{count} {reason}"
                 for count, reason in (
                     (row.errored_requests, "errored"),
                     (row.incomplete_requests, "still in flight when guidellm ended the level"),
+                    (unsent, "not sent before guidellm ended the level"),
                 )
-                if count
+                if count > 0
             ]
             why = f" ({', '.join(reasons)})" if reasons else ""
             lines.append(

@@ -82,7 +82,7 @@ class JobResults(AwsShape):
     request_shortfalls: list[str] = Field(
         default_factory=list,
         description="The benchmark rows that measured fewer requests than a level sent, and why "
-        "(errored, or still in flight when the level ended), as results.json states them.",
+        "(errored, still in flight when the level ended, or never sent), as results.json states them.",
     )
 
 

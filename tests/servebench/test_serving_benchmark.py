@@ -74,13 +74,12 @@ def test_every_configuration_and_level_gets_guidellm_measurements_and_acceptance
     ]
     for row in report.rows:
         # guidellm ends a level when its max_requests constraint counts the level's requests as
-        # processed, and may leave the last in-flight ones incomplete: seen at concurrency 2 in a
-        # quiet run, and once in CI beside the suite's other workers (which level was not kept).
-        # Such a request is neither successful nor errored; every level still measured one.
+        # processed, and may leave the last in-flight ones incomplete (seen at concurrency 2 in a
+        # quiet run) or, beside the suite's other workers in CI, one still queued and never sent
+        # (2 successful, 0 incomplete). Neither is an error; every level still measured one.
         assert 1 <= row.successful_requests <= 3, counts
         assert row.errored_requests == 0
-        # The ones it cut off are counted as such, so the report can say what each mean stands on.
-        assert row.successful_requests + row.incomplete_requests == 3, counts
+        assert row.successful_requests + row.incomplete_requests <= 3, counts
         # guidellm asks for exactly TOKENS tokens (ignore_eos) and counts what came back.
         assert row.output_tokens_mean == TOKENS
         assert row.ttft_ms > 0
@@ -89,6 +88,12 @@ def test_every_configuration_and_level_gets_guidellm_measurements_and_acceptance
         assert row.itl_ms >= row.tpot_ms * 0.999
         assert row.output_throughput > 0
         assert row.otps_per_request > 0
+    # Whatever guidellm left out, the report says how many requests each mean stands on.
+    short = [row for row in report.rows if row.successful_requests < 3]
+    assert len(report.request_shortfalls) == len(short)
+    for line, row in zip(report.request_shortfalls, short, strict=True):
+        assert line.startswith(f"{row.configuration} at concurrency {row.concurrency}: "), line
+        assert f"{row.successful_requests} of 3 requests measured (" in line, line
     plain = [row for row in report.rows if row.head_dir is None]
     for level in (1, 2):
         runs = [row for row in plain if row.concurrency == level]

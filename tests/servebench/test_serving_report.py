@@ -69,16 +69,21 @@ def test_rows_that_measured_fewer_requests_than_sent_say_why() -> None:
             _row("No EAGLE", 1, None),
             _row("No EAGLE", 2, None, successful_requests=3, incomplete_requests=1),
             _row("Trained EAGLE", 2, "/heads/trained", successful_requests=2, errored_requests=1),
+            # guidellm's totals hold only the requests it started.
+            _row("No EAGLE (repeat)", 2, None, successful_requests=2, incomplete_requests=1),
         ]
     )
 
     assert report.request_shortfalls == [
         "No EAGLE at concurrency 2: 3 of 4 requests measured "
         "(1 still in flight when guidellm ended the level)",
-        "Trained EAGLE at concurrency 2: 2 of 4 requests measured (1 errored)",
+        "Trained EAGLE at concurrency 2: 2 of 4 requests measured (1 errored, 1 not sent before "
+        "guidellm ended the level)",
+        "No EAGLE (repeat) at concurrency 2: 2 of 4 requests measured "
+        "(1 still in flight when guidellm ended the level, 1 not sent before guidellm ended the level)",
     ]
     rows = list(csv.DictReader(io.StringIO(report.to_csv())))
-    assert [r["incomplete_requests"] for r in rows] == ["0", "1", "0"]
+    assert [r["incomplete_requests"] for r in rows] == ["0", "1", "0", "1"]
     # results.json carries the same lines for the client, and still reads back as a report.
     document = report.model_dump(mode="json")
     assert document["request_shortfalls"] == report.request_shortfalls
