@@ -264,6 +264,12 @@ def _deliver(
         on_reply(index, reply)
 
 
+def unfinished(replies: Sequence[Reply | None]) -> bool:
+    """Whether a stop cut the run short: a reply still in flight or never started. A stop that
+    comes just as the last row ends leaves a complete run (a shard's plan counts it done)."""
+    return any(reply is None for reply in replies)
+
+
 def check_arguments(prompts: Sequence[list[int]], batch_size: int, max_new_tokens: int) -> None:
     if batch_size < 1 or max_new_tokens < 1:
         raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
@@ -311,7 +317,7 @@ def generate_batched(
             _run_prefix(state, list(shared_prefix))
         while True:
             if should_stop():
-                stopped = True
+                stopped = unfinished(replies)
                 break
             joiners = _next_joiners(state, waiting)
             if joiners:

@@ -24,7 +24,7 @@ import torch
 from transformers import PreTrainedModel
 
 from engine.feature_recorder import GenerationRecorder
-from engine.generation import check_arguments
+from engine.generation import check_arguments, unfinished
 from engine.packed_attention import SequenceKV
 from engine.packed_target import PackedTarget, uses_full_attention
 from engine.replies import Reply, SampleFeatures
@@ -96,7 +96,7 @@ def generate_packed(
         prefix = _run_prefix(target, list(shared_prefix), recorder)
         while True:
             if should_stop():
-                stopped = True
+                stopped = unfinished(replies)
                 break
             active.extend(_admit(waiting, prompts, target, batch_size - len(active), max_new_tokens, prefix))
             if not active:

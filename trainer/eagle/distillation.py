@@ -128,7 +128,10 @@ def distil_chunks(
     start = 0
     for number in itertools.count(first_chunk):
         if should_stop():
-            result.stopped = True
+            # Stopped if the last chunk was cut short or something is left: a deadline that
+            # falls just as the last chunk ends leaves a complete run (a shard's plan counts it
+            # done). A stream of prompts checks should_stop() itself: this look ahead writes none.
+            result.stopped = result.stopped or next(remaining, None) is not None
             break
         part = list(itertools.islice(remaining, size))
         if not part:

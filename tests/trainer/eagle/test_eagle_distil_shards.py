@@ -186,3 +186,28 @@ def test_a_stopped_shard_keeps_its_finished_chunks(
     outcome = _the_whole_plan(config, plan, progress=replies.append, should_stop=stop_after_the_first_chunk)
     assert outcome.stopped
     assert len(outcome.records) == plan.chunk_size
+
+
+def test_a_stop_that_falls_as_the_last_chunk_ends_leaves_a_complete_shard(
+    tiny_model_dir: Path, chat_data: Path, tmp_path: Path
+) -> None:
+    config = _config(tiny_model_dir, chat_data, tmp_path / "run", regenerate_turns="last")
+    plan = plan_distillation(config, should_stop=lambda: False)
+    one_chunk = plan.conversations[: plan.chunk_size]
+    replies: list[int] = []
+
+    def stop_once_the_chunk_is_answered() -> bool:
+        return bool(replies) and replies[-1] >= len(one_chunk)
+
+    outcome = distil_shard(
+        config,
+        one_chunk,
+        first_chunk=0,
+        chunk_size=plan.chunk_size,
+        origins=plan.origins,
+        progress=replies.append,
+        should_stop=stop_once_the_chunk_is_answered,
+    )
+    # Nothing was left when the stop came: the plan must count this shard done, not stopped.
+    assert not outcome.stopped
+    assert len(outcome.records) == len(one_chunk)
