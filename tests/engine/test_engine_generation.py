@@ -187,22 +187,6 @@ def test_should_stop_returns_rows_in_flight_cut_and_never_started_ones_as_none(
     ]
 
 
-def test_a_stop_that_comes_as_the_last_row_ends_leaves_a_complete_run(target: PreTrainedModel) -> None:
-    delivered: list[int] = []
-    replies, stopped = generate_batched(
-        target,
-        PROMPTS,
-        stop_ids=[NEVER],
-        max_new_tokens=3,
-        batch_size=2,
-        sampling=GREEDY,
-        should_stop=lambda: len(delivered) == len(PROMPTS),
-        on_reply=lambda index, _reply: delivered.append(index),
-    )
-    assert not stopped
-    assert all(reply is not None and len(reply.tokens) == 3 for reply in replies)
-
-
 def test_recorded_features_match_the_exact_path(target: PreTrainedModel) -> None:
     prefix = [7, 11, 13]
     prompts = [[*prefix, 20, 21], [*prefix, 30], [40, 41, 42], prefix, *PROMPTS]

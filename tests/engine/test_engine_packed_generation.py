@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
 from transformers import PreTrainedModel
 
+from engine.generation import generate_batched
 from engine.packed_generation import Recording, generate_packed, packing_supported
+from engine.replies import Reply
 from engine.sampling import SamplingParams, sample_tokens
 from trainer.models.tiny import build_tiny_target
 
@@ -101,9 +104,13 @@ def test_should_stop_returns_rows_in_flight_cut_and_never_started_ones_as_none(
     ]
 
 
-def test_a_stop_that_comes_as_the_last_row_ends_leaves_a_complete_run(target: PreTrainedModel) -> None:
+@pytest.mark.parametrize("generate", [generate_packed, generate_batched])
+def test_a_stop_that_comes_as_the_last_row_ends_leaves_a_complete_run(
+    target: PreTrainedModel, generate: Callable[..., tuple[list[Reply | None], bool]]
+) -> None:
+    """Both generation paths: a shard whose stop falls as its last reply ends is done."""
     delivered: list[int] = []
-    replies, stopped = generate_packed(
+    replies, stopped = generate(
         target,
         PROMPTS,
         stop_ids=[VOCAB + 1],
