@@ -150,6 +150,10 @@ def generate_replies(
             # Preallocated keys/values: the default cache concatenates every layer's cache at
             # every step, which made batch-48 generation ~1.75x slower on 2 CPU cores.
             cache_implementation="static",
+            # On a GPU, generate would compile the forward with a static cache (mode
+            # "reduce-overhead": CUDA graphs): each new batch shape recompiles, and the recorder's
+            # hooks would keep graph outputs that the next step overwrites.
+            disable_compile=True,
             logits_processor=LogitsProcessorList([argmax]) if recorder else None,
             stopping_criteria=None
             if finish_fraction is None
@@ -320,7 +324,9 @@ def _label_context(model: PreTrainedModel, context: Context, features: SampleFea
     # Positions 0 .. len(prompt)-2 predict the context's own next token; the last context
     # position already holds the first generation step's argmax.
     last = len(context.prompt_ids) - 1
-    features.argmax_ids[:last] = head(features.final_hidden[:last].to(head.weight.dtype)).argmax(-1)
+    # The recorded features are kept in host memory; the head is on the target's device (a GPU).
+    hidden = features.final_hidden[:last].to(device=head.weight.device, dtype=head.weight.dtype)
+    features.argmax_ids[:last] = head(hidden).argmax(-1).cpu()
 
 
 def _continue_in_batches(  # noqa: PLR0917 - private; continue_conversations is the entry point

@@ -7,10 +7,17 @@ from pathlib import Path
 import pytest
 import torch
 from transformers import PreTrainedTokenizerFast
+from transformers.generation.configuration_utils import CompileConfig
 
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import user_turn_prefix
-from trainer.eagle.continuation import _EnoughRowsFinished, context_of, continue_conversations
+from trainer.eagle import continuation
+from trainer.eagle.continuation import (
+    _EnoughRowsFinished,
+    context_of,
+    continue_conversations,
+    generate_replies,
+)
 from trainer.eagle.features import TargetTeacher
 from trainer.eagle.generation_features import collate_features
 from trainer.eagle.ttt import teacher_positions
@@ -232,3 +239,73 @@ def test_context_loss_labels_the_context_past_the_templates_opening(
     )
     assert unrecorded.samples[0].loss_mask == sample.loss_mask
     assert unrecorded.samples[0].features is None
+
+
+class _HeadOnAnotherDevice(torch.nn.Module):
+    """The target's lm_head as a GPU holds it: on another device than the recorded features,
+    which are kept in host memory. The meta device stands in for the GPU; the head records
+    where its input was and answers token 0 everywhere, on the host."""
+
+    def __init__(self, head: torch.nn.Linear) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(head.weight.detach().to("meta"), requires_grad=False)
+        self.input_devices: list[torch.device] = []
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        self.input_devices.append(hidden.device)
+        return torch.zeros((hidden.shape[0], self.weight.shape[0]))
+
+
+def test_context_labels_are_computed_on_the_lm_heads_device(
+    tokenizer: PreTrainedTokenizerFast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a GPU, a host tensor into the CUDA lm_head raises (tensors on different devices).
+    target = build_tiny_target("LlamaForCausalLM", vocab_size=len(tokenizer))
+    head = _HeadOnAnotherDevice(target.get_output_embeddings())  # type: ignore[no-untyped-call]
+    monkeypatch.setattr(continuation, "output_head", lambda model: head)
+    conversation = chat(("system", "be brief"), ("user", "a question"), ("assistant", "x"), ("user", "more"))
+    context = context_of(conversation, tokenizer, max_prompt_tokens=200)
+    assert context is not None
+    result = continue_conversations(
+        target,
+        tokenizer,
+        [context],
+        max_new_tokens=4,
+        batch_size=1,
+        feature_layers=[1, 2, 3],
+        feature_dtypes=(torch.float32, torch.float32),
+        context_loss=True,
+    )
+    assert head.input_devices == [torch.device("meta")]
+    features = result.samples[0].features
+    assert features is not None
+    assert features.argmax_ids.device.type == "cpu"
+    assert not features.argmax_ids[: len(context.prompt_ids) - 1].any()
+
+
+def test_fixed_batches_are_generated_without_compiling_the_forward(
+    tokenizer: PreTrainedTokenizerFast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a GPU, transformers' generate compiles the forward of a static-cache generation
+    # ("reduce-overhead": CUDA graphs, recompiled per batch shape), and the recorder's hooks
+    # would keep graph outputs the next step overwrites. Its device test is what this CPU run
+    # imitates with _compile_all_devices.
+    target = build_tiny_target("LlamaForCausalLM", vocab_size=len(tokenizer))
+    compile_config = CompileConfig()
+    compile_config._compile_all_devices = True  # type: ignore[assignment]
+    target.generation_config.compile_config = compile_config
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("generate compiled the target's forward")
+
+    monkeypatch.setattr(torch, "compile", refuse)
+    replies = generate_replies(
+        target,
+        [[5, 6, 7], [8, 9]],
+        stop_ids=[1],
+        pad_id=0,
+        max_new_tokens=3,
+        temperature=0.0,
+        top_p=1.0,
+    )
+    assert len(replies) == 2
