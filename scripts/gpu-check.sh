@@ -149,9 +149,14 @@ fi
 
 step "2. trainer eval of the head on HumanEval + CHAMP (unlike its data), $EVAL_LIMIT x $EVAL_TOKENS tokens, K=3"
 "$PY" -m trainer prepare-data humaneval champ --out "$WORK/unlike" > /dev/null
+# Half from each: a folder is read in sorted file order, so its first EVAL_LIMIT prompts would
+# all be CHAMP's (champ.jsonl sorts first) and the step would measure maths alone.
+half=$((EVAL_LIMIT / 2))
+{ head -n "$((EVAL_LIMIT - half))" "$WORK/unlike/humaneval.jsonl"; head -n "$half" "$WORK/unlike/champ.jsonl"; } \
+    > "$WORK/unlike-prompts.jsonl"
 eval_started=$SECONDS
 if [ -n "$HEAD" ]; then
-    timeout "$(limit 120)" "$PY" -m trainer eval --model "$MODEL" --head "$HEAD" --prompts "$WORK/unlike" \
+    timeout "$(limit 120)" "$PY" -m trainer eval --model "$MODEL" --head "$HEAD" --prompts "$WORK/unlike-prompts.jsonl" \
         --limit "$EVAL_LIMIT" --k 3 --max-new-tokens "$EVAL_TOKENS" --device "$DEVICE" --json "$OUT/eval.json" > "$WORK/eval.log" 2>&1 \
         || failed "eval"
 else

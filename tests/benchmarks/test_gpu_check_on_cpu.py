@@ -10,6 +10,7 @@ them there.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import tarfile
 from pathlib import Path
@@ -78,6 +79,9 @@ def test_every_step_runs_and_what_comes_back_fits_the_device_tool(smollm2_dir: P
     assert "| head build | base-heads ship |" in summary
     assert "| chit-chat openers (2 x 64): tau / speedup |" in summary
     assert "| HumanEval + CHAMP (2 x 8, K=3): seconds |" in summary
+    # Half of the evaluated prompts from each set (a folder's first prompts are all CHAMP's).
+    evaluated = (tmp_path / "work" / "unlike-prompts.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"].split(":")[0] for line in evaluated] == ["humaneval", "champ"]
 
     back = sorted(path for path in out.rglob("*") if path.is_file())
     assert len(back) <= MAX_FILES_BACK, back
