@@ -56,6 +56,8 @@ class ServerSpec:
     num_speculative_tokens: int | None = None
     max_batch_size: int | None = None
     num_threads: int | None = None  # CPU threads of the server; None: its default
+    # Where our engine puts the weights and KV caches (trainer.device: cpu, cuda or auto).
+    device: str = "cpu"
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ def eaglenest_command(spec: ServerSpec, port: int) -> list[str]:
         command += ["--max-batch-size", str(spec.max_batch_size)]
     if spec.num_threads is not None:
         command += ["--threads", str(spec.num_threads)]
+    if spec.device != "cpu":
+        command += ["--device", spec.device]
     return [*command, "--host", HOST, "--port", str(port), "--served-model-name", spec.served_model_name]
 
 
@@ -129,6 +133,7 @@ def serve_in_process(spec: ServerSpec, *, log_dir: Path) -> Iterator[RunningServ
     import torch  # noqa: PLC0415 - only in-process serving needs torch here
 
     from serving.server import start_server  # noqa: PLC0415
+    from trainer.device import resolve_device  # noqa: PLC0415
 
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"eaglenest-{_slug(spec.served_model_name)}-in-process.log"
@@ -145,6 +150,7 @@ def serve_in_process(spec: ServerSpec, *, log_dir: Path) -> Iterator[RunningServ
             max_batch_size=spec.max_batch_size or DEFAULT_MAX_BATCH_SIZE,
             host=HOST,
             served_model_name=spec.served_model_name,
+            device=resolve_device(spec.device),
         ) as url:
             yield RunningServer(url, spec.served_model_name, "eaglenest", log_path, os.getpid())
     finally:

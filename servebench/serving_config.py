@@ -111,6 +111,11 @@ class ServingBenchmarkConfig(BaseModel):
         "max_duration constraint): a benchmark with a deadline measures fewer requests instead of "
         "overrunning it.",
     )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="cpu",
+        description="Where our server runs the target and head (its --device): cpu, cuda or auto. "
+        "A job's benchmark uses its worker's device, as its training does.",
+    )
     in_process: bool = Field(
         default=False,
         description="Serve our engine on a thread of this process instead of a subprocess: saves a "

@@ -137,6 +137,7 @@ def _measure(
         num_speculative_tokens=k,
         max_batch_size=config.max_batch_size,
         num_threads=config.num_threads,
+        device=config.device,
     )
     slug = file_slug(configuration.name)
     output_path = config.work_dir / f"guidellm-{slug}.json"

@@ -131,6 +131,7 @@ class ServingEngine:
         self._queue: queue.Queue[RequestHandle] = queue.Queue()
         self._active: list[_Active] = []
         self._stopping = threading.Event()
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name="eaglenest-engine", daemon=True)
         self._thread.start()
 
@@ -154,9 +155,22 @@ class ServingEngine:
         return self.submit(request).wait(timeout)
 
     def close(self) -> None:
+        """Stop the engine thread, then let go of the models, their KV caches and graphs.
+
+        The engine object itself may outlive this: FastAPI keeps the endpoint functions of
+        ``serving.http.create_app``, which close over it, in module-level caches. A process that
+        serves one model after another (a job's benchmark) would otherwise hold every one of
+        them until it exits; on a GPU, a copy of the target per server until memory runs out."""
+        if self._closed:
+            return
         self._stopping.set()
         self._thread.join()
         self.target.close()
+        self._closed = True
+        self.drafter = None
+        self.head = None
+        self._active = []
+        del self.target
 
     def __enter__(self) -> ServingEngine:
         return self

@@ -30,6 +30,7 @@ def test_concurrent_requests_equal_hf_generate(architecture: str, num_speculativ
     ) as engine:
         handles = [engine.submit(GenerationRequest(p, n)) for p, n in zip(PROMPTS, NEW_TOKENS, strict=True)]
         outputs = [handle.wait(60) for handle in handles]
+        drafter = engine.drafter  # closing the engine lets go of it
 
     assert outputs == expected
     assert all(handle.finish_reason == "length" for handle in handles)
@@ -37,8 +38,8 @@ def test_concurrent_requests_equal_hf_generate(architecture: str, num_speculativ
         assert all(handle.stats.proposed_per_step for handle in handles)
         assert engine.metrics.mean_speculative_tokens == num_speculative_tokens
         # Five requests through three draft slots: each finished request gave its slot back.
-        assert engine.drafter is not None
-        assert engine.drafter.slots.in_use == 0
+        assert drafter is not None
+        assert drafter.slots.in_use == 0
 
 
 def test_ragged_acceptance_keeps_every_output_exact() -> None:

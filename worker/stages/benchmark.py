@@ -125,6 +125,9 @@ def _config(ctx: JobContext, work_dir: Path) -> tuple[ServingBenchmarkConfig, st
         **overrides,
         "k_sweep": k_sweep,
         "engine": "eaglenest",
+        # On the worker's device (EAGLENEST_DEVICE), as the job trained: a GPU job measured on
+        # the CPU would publish CPU speeds and a K chosen for them.
+        "device": ctx.settings.device,
         # The worker has torch and transformers loaded: a thread serves without a process start.
         "in_process": True,
         "model_dir": required(model.local_dir, "the cached base model"),
