@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import PreTrainedTokenizerFast
+from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from transformers.generation.configuration_utils import CompileConfig
 
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import user_turn_prefix
 from trainer.eagle import continuation
 from trainer.eagle.continuation import (
+    Context,
+    ContinuationResult,
     _EnoughRowsFinished,
     context_of,
     continue_conversations,
@@ -196,24 +198,35 @@ def test_a_batch_ends_once_enough_rows_have_ended_their_reply() -> None:
         _EnoughRowsFinished([stop], rows=4, fraction=0.0)
 
 
-def test_context_loss_labels_the_context_past_the_templates_opening(
-    tokenizer: PreTrainedTokenizerFast,
-) -> None:
-    target = build_tiny_target("LlamaForCausalLM", vocab_size=len(tokenizer))
+AUX_LAYERS = [1, 2, 3]
+
+
+def _continued_with_context_loss(
+    target: PreTrainedModel, tokenizer: PreTrainedTokenizerFast
+) -> tuple[Context, ContinuationResult]:
+    """One conversation with its own system prompt, continued with its context labelled."""
     conversation = chat(("system", "be brief"), ("user", "a question"), ("assistant", "x"), ("user", "more"))
     context = context_of(conversation, tokenizer, max_prompt_tokens=200)
     assert context is not None
-    aux = [1, 2, 3]
     result = continue_conversations(
         target,
         tokenizer,
         [context],
         max_new_tokens=4,
         batch_size=1,
-        feature_layers=aux,
+        feature_layers=AUX_LAYERS,
         feature_dtypes=(torch.float32, torch.float32),
         context_loss=True,
     )
+    return context, result
+
+
+def test_context_loss_labels_the_context_past_the_templates_opening(
+    tokenizer: PreTrainedTokenizerFast,
+) -> None:
+    target = build_tiny_target("LlamaForCausalLM", vocab_size=len(tokenizer))
+    aux = AUX_LAYERS
+    context, result = _continued_with_context_loss(target, tokenizer)
     sample = result.samples[0]
     prompt = len(context.prompt_ids)
     # The template's fixed opening carries no loss; the rest does. This conversation has its own
@@ -263,19 +276,7 @@ def test_context_labels_are_computed_on_the_lm_heads_device(
     target = build_tiny_target("LlamaForCausalLM", vocab_size=len(tokenizer))
     head = _HeadOnAnotherDevice(target.get_output_embeddings())  # type: ignore[no-untyped-call]
     monkeypatch.setattr(continuation, "output_head", lambda model: head)
-    conversation = chat(("system", "be brief"), ("user", "a question"), ("assistant", "x"), ("user", "more"))
-    context = context_of(conversation, tokenizer, max_prompt_tokens=200)
-    assert context is not None
-    result = continue_conversations(
-        target,
-        tokenizer,
-        [context],
-        max_new_tokens=4,
-        batch_size=1,
-        feature_layers=[1, 2, 3],
-        feature_dtypes=(torch.float32, torch.float32),
-        context_loss=True,
-    )
+    context, result = _continued_with_context_loss(target, tokenizer)
     assert head.input_devices == [torch.device("meta")]
     features = result.samples[0].features
     assert features is not None
