@@ -131,7 +131,6 @@ class ServingEngine:
         self._queue: queue.Queue[RequestHandle] = queue.Queue()
         self._active: list[_Active] = []
         self._stopping = threading.Event()
-        self._closed = False
         self._thread = threading.Thread(target=self._run, name="eaglenest-engine", daemon=True)
         self._thread.start()
 
@@ -161,12 +160,11 @@ class ServingEngine:
         ``serving.http.create_app``, which close over it, in module-level caches. A process that
         serves one model after another (a job's benchmark) would otherwise hold every one of
         them until it exits; on a GPU, a copy of the target per server until memory runs out."""
-        if self._closed:
+        if self._stopping.is_set():  # set here only: closed already
             return
         self._stopping.set()
         self._thread.join()
         self.target.close()
-        self._closed = True
         self.drafter = None
         self.head = None
         self._active = []
