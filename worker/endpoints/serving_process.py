@@ -2,7 +2,9 @@
 
 The serving engine prints ``eaglenest serving on http://HOST:PORT`` once it accepts requests
 (port 0 lets the OS pick one); until then the instance is starting. SIGTERM makes it finish
-the requests it holds and exit, which is how an update drains the old instances.
+the requests it holds and exit, which is how an update drains the old instances. On a GPU it
+sees only the GPU it claimed from the worker's placement (gpu_placement.py), which it holds
+until it has exited.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+from worker.endpoints.gpu_placement import GpuClaim, claim_gpu
 from worker.endpoints.model_files import ServedModel
 
 READY_PREFIX = "eaglenest serving on "
@@ -55,6 +58,8 @@ class ServingProcess:
         self.url: str | None = None
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._process: subprocess.Popen[str] | None = None
+        # The worker GPU it holds from start until it has exited; None on the CPU.
+        self.gpu_claim: GpuClaim | None = None
 
     def argv(self) -> list[str]:
         argv = [sys.executable, "-m", "trainer", "serve", "--model", str(self.model.model_dir)]
@@ -69,16 +74,31 @@ class ServingProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # One core per thread asked for: OpenMP and MKL pools would otherwise take every core.
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
-        self._process = subprocess.Popen(
-            self.argv(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            env=env,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, which is async-signal-safe
-        )
+        self.gpu_claim = claim_gpu(self.device)
+        if self.gpu_claim is not None:
+            # Inside the child "cuda" is then this one GPU, whatever torch's current device.
+            gpu = self.gpu_claim.gpu
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+            if self.on_line is not None:  # the instance's stream, where an operator looks first
+                self.on_line(f"Placed on GPU {gpu} of this worker (CUDA_VISIBLE_DEVICES={gpu})")
+        try:
+            self._process = subprocess.Popen(
+                self.argv(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                env=env,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, which is async-signal-safe
+            )
+        except BaseException:
+            self._release_gpu()
+            raise
         threading.Thread(target=self._read_output, name="endpoint-instance-output", daemon=True).start()
+
+    def _release_gpu(self) -> None:
+        if self.gpu_claim is not None:
+            self.gpu_claim.release()
 
     def _read_output(self) -> None:
         process = self._process
@@ -103,7 +123,12 @@ class ServingProcess:
 
     def exit_code(self) -> int | None:
         """None while it runs (or before it started)."""
-        return None if self._process is None else self._process.poll()
+        code = None if self._process is None else self._process.poll()
+        if code is not None:
+            # The fleet polls every instance: the first poll that sees the exit frees its GPU,
+            # before a crashed instance's replacement claims one.
+            self._release_gpu()
+        return code
 
     def failure(self) -> str:
         """Why it ended, in a line: the exit code and the last lines it printed."""
@@ -127,6 +152,7 @@ class ServingProcess:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        self._release_gpu()
 
     def stop(self, timeout_seconds: float = 60.0) -> None:
         self.terminate()
