@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -66,24 +66,18 @@ def test_a_cpu_worker_claims_nothing_and_builds_no_placement(monkeypatch: pytest
 
 def test_concurrent_claims_and_releases_keep_the_counts_exact() -> None:
     placement = GpuPlacement(["0", "1", "2", "3"])
-    held: list[GpuClaim] = []
-    lock = threading.Lock()
 
-    def churn() -> None:
+    def churn(_: int) -> GpuClaim:
         for _ in range(200):
             claim = placement.claim()
             assert claim is not None
             claim.release()
         claim = placement.claim()
         assert claim is not None
-        with lock:
-            held.append(claim)
+        return claim
 
-    threads = [threading.Thread(target=churn) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        held = list(pool.map(churn, range(8)))
     # No update lost under the lock: the eight held claims are all counted, and nothing else is.
     assert sum(placement.running().values()) == 8
     for claim in held:
