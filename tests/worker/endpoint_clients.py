@@ -114,9 +114,9 @@ def kill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
-def wait_for(condition: Any, *, timeout: float, what: str) -> None:
+def wait_for(condition: Any, *, timeout: float, what: str, interval: float = 0.5) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
+        time.sleep(interval)

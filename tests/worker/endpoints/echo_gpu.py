@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.worker.endpoint_clients import wait_for
 from worker.endpoints.model_files import ServedModel
 from worker.endpoints.serving_process import ServingProcess
 
@@ -52,9 +52,6 @@ class EchoGpuProcess(ServingProcess):
         return [sys.executable, "-c", child_script(exit_code=self.exit_code_after_print)]
 
 
-def wait_for(condition: Callable[[], bool], timeout_seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.05)
+def wait_for_child(condition: Callable[[], bool]) -> None:
+    """An echo child only starts python and prints a line: poll often, give up after 30 s."""
+    wait_for(condition, timeout=30.0, what="the echo child to print or exit", interval=0.05)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.worker.endpoints.echo_gpu import EchoGpuProcess, unused_model, wait_for
+from tests.worker.endpoints.echo_gpu import EchoGpuProcess, unused_model, wait_for_child
 from worker.endpoints import fleet as fleet_module
 from worker.endpoints.fleet import Fleet
 from worker.endpoints.gpu_placement import GpuPlacement
@@ -69,10 +69,10 @@ def test_restarted_instances_hold_one_gpu_each_and_a_failed_rollout_none(
     fleet.start()
     try:
         assert two_gpu_worker.running() == {"0": 1, "1": 1}
-        wait_for(lambda: all(process.exit_code() is not None for process in fleet.processes))
+        wait_for_child(lambda: all(process.exit_code() is not None for process in fleet.processes))
         fleet.poll()  # both crashed before serving: each is started again
         assert two_gpu_worker.running() == {"0": 1, "1": 1}
-        wait_for(lambda: all(process.exit_code() is not None for process in fleet.processes))
+        wait_for_child(lambda: all(process.exit_code() is not None for process in fleet.processes))
         with pytest.raises(EndpointFailedError):
             fleet.poll()  # the second crash fails the rollout
     finally:

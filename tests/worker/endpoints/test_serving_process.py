@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.worker.endpoints.echo_gpu import VISIBLE_PREFIX, EchoGpuProcess, wait_for
+from tests.worker.endpoints.echo_gpu import VISIBLE_PREFIX, EchoGpuProcess, wait_for_child
 from worker.endpoints import gpu_placement
 from worker.endpoints.gpu_placement import GpuPlacement
 from worker.endpoints.model_files import ServedModel
@@ -38,7 +38,7 @@ def test_two_cuda_instances_on_a_two_gpu_worker_each_see_their_own_gpu(
     first.start()
     second.start()
     try:
-        wait_for(lambda: all(_visible(stream) is not None for stream in lines))
+        wait_for_child(lambda: all(_visible(stream) is not None for stream in lines))
         assert first.exit_code() is None
         assert second.exit_code() is None
         assert (_visible(lines[0]), _visible(lines[1])) == ("0", "1")
@@ -59,7 +59,7 @@ def test_a_crashed_instance_frees_its_gpu_for_its_replacement(
     steady.start()
     crashing.start()
     try:
-        wait_for(lambda: crashing.exit_code() is not None)
+        wait_for_child(lambda: crashing.exit_code() is not None)
         # Seen exited (as the fleet's poll sees it): GPU 1 is free again, and a replacement takes it.
         assert two_gpu_worker.running() == {"0": 1, "1": 0}
         replacement = EchoGpuProcess(tmp_path, "replacement", device="cuda", on_line=lines.append)
@@ -84,7 +84,7 @@ def test_a_cpu_instance_claims_no_gpu_and_keeps_the_workers_environment(
     lines: list[str] = []
     process = EchoGpuProcess(tmp_path, "cpu", device="cpu", exit_code=0, on_line=lines.append)
     process.start()
-    wait_for(lambda: process.exit_code() is not None and _visible(lines) is not None)
+    wait_for_child(lambda: process.exit_code() is not None and _visible(lines) is not None)
     process.stop()
     assert process.gpu_claim is None
     assert _visible(lines) == "5,6"
