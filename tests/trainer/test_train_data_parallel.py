@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -14,9 +17,11 @@ from safetensors.torch import load_file
 
 from tests.trainer.eagle.tiny_data import write_chat_data
 from trainer.config import TrainConfig
+from trainer.eagle import process_group
 from trainer.eagle.batching import plan_batches
 from trainer.eagle.prepared import data_fingerprint, load_prepared
 from trainer.eagle.process_group import CONFIG_FILE, STORE_FILE
+from trainer.eagle.rank_watch import RankWatch
 from trainer.eagle.reporting import TrainProgress
 from trainer.train import share_cores, train
 
@@ -157,7 +162,18 @@ def test_the_time_budget_stops_every_rank_together(tiny_llama_dir: Path, data: P
     assert result.files.head_dir is not None
 
 
-def test_a_rank_that_dies_fails_the_run(tiny_llama_dir: Path, data: Path, tmp_path: Path) -> None:
+def test_a_rank_that_dies_fails_the_run(
+    tiny_llama_dir: Path,
+    data: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Rank 0's watch polls fast enough to see the exit before gloo's failed collective ends
+    # the run (on gloo it only logs; tests/trainer/test_rank_watch.py covers NCCL's abort).
+    monkeypatch.setattr(process_group, "RankWatch", functools.partial(RankWatch, poll_seconds=0.05))
+    caplog.set_level(logging.ERROR, logger="trainer.eagle.rank_watch")
+
     def kill_the_helper(event: TrainProgress) -> None:
         if event.stage == "training" and event.step == 2:
             (helper,) = [
@@ -173,6 +189,9 @@ def test_a_rank_that_dies_fails_the_run(tiny_llama_dir: Path, data: Path, tmp_pa
     ):
         train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=50, nproc=2), progress=kill_the_helper)
     assert time.monotonic() - began < 120  # the next collective fails, not a 10-minute timeout
+    assert re.search(
+        r"data-parallel rank 1 \(pid \d+\) exited with -9 while rank 0 is in the group", caplog.text
+    )
     assert not [c for c in psutil.Process().children() if "trainer.helper_rank" in " ".join(c.cmdline())]
 
 

@@ -4,7 +4,8 @@ The caller of ``train`` (the worker, the CLI) is rank 0: it keeps the progress c
 the stop flag and the result. It starts ranks 1..N-1 as child processes
 (``python -m trainer.helper_rank``) once the data is prepared, so they read the
 samples it wrote instead of preparing them again, and they never outlive it: a rank that
-fails fails the run, and leaving the group kills whatever is left.
+fails fails the run, and leaving the group kills whatever is left. While rank 0 is in the group
+a ``RankWatch`` reads the helpers' exit status, since NCCL does not notice a lost rank.
 
 The ranks meet through a ``FileStore`` in the run directory (no port to pick or open);
 gloo carries the collectives on CPU, NCCL on CUDA (one device per rank).
@@ -27,6 +28,7 @@ from torch._C._distributed_c10d import FileStore
 
 from trainer.config import TrainConfig
 from trainer.eagle.data_parallel import DataParallel
+from trainer.eagle.rank_watch import RankWatch
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +67,14 @@ def data_parallel_group(config: TrainConfig, device: torch.device) -> Iterator[D
     helpers = [_start_helper(config_path, store_path, rank, config.nproc) for rank in range(1, config.nproc)]
     try:
         parallel = join(0, config.nproc, store_path, device, helpers=helpers)
-        try:
-            yield parallel
-        except RuntimeError as error:
-            _name_a_lost_rank(helpers, error)
-            raise
+        # Stopped before leave(): a helper may exit as soon as it is past the last barrier.
+        with RankWatch(helpers, backend_for(device)):
+            try:
+                yield parallel
+            # ValueError: a collective after the watch aborted the group finds no group.
+            except (RuntimeError, ValueError) as error:
+                _name_a_lost_rank(helpers, error)
+                raise
         leave()
         _wait_for(helpers)
     finally:
@@ -143,7 +148,7 @@ def _start_helper(config_path: Path, store_path: Path, rank: int, world_size: in
     return subprocess.Popen(command, start_new_session=True)
 
 
-def _name_a_lost_rank(helpers: list[subprocess.Popen[bytes]], error: RuntimeError) -> None:
+def _name_a_lost_rank(helpers: list[subprocess.Popen[bytes]], error: Exception) -> None:
     """A collective that failed because a rank died says so (gloo only says the peer closed)."""
     time.sleep(0.5)  # the dead rank's exit status may lag its closed sockets
     for rank, helper in enumerate(helpers, start=1):
