@@ -58,7 +58,7 @@ typecheck: venv
 # PYTEST_WORKERS=0 runs in one process (for -x, --pdb or a single test).
 PYTEST_WORKERS ?= 3
 pytest: venv services
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 test: lint pytest
 

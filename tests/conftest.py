@@ -2,6 +2,7 @@
 
 import os
 import sys
+from collections import Counter
 
 import pytest
 
@@ -27,17 +28,28 @@ pytest_plugins = [
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with slow or end-to-end tests are collected first, each module's tests kept
-    together and in order (``make pytest PYTEST_WORKERS=0`` runs them in this order).
+    """The order modules are handed out in (``make test`` runs pytest-xdist with
+    ``--no-loadscope-reorder``, so it keeps this one); each module's tests stay together and
+    in order.
 
-    Under pytest-xdist (``make test``) its loadscope-reorder default then hands modules out by
-    their number of tests, most first, so single-test modules (the demo, vLLM interop,
-    gpu-check) run near the end. Keeping this order instead (``--no-loadscope-reorder``, longest
-    modules first) was tried in session 32 and was worse on a 2-core VM: with every heavy e2e
-    module at once the processes they start contended, 37 minutes in only 9 % of the tests had
-    run and one had failed, against 29 minutes for the whole suite in xdist's order."""
+    1. ``long`` modules (the demo, the GPU check, vLLM interop, the base-head e2e: minutes
+       each in one test) first. In xdist's own order (most tests first) they came last, so
+       the run ended with one process on a several-minute test and the others idle
+       (session 45: the last 1 % of the tests took about five of the 25 minutes).
+    2. The rest by number of tests, most first, as xdist would; among equals, modules with
+       slow or end-to-end tests first. Putting every heavy module first instead was tried in
+       session 32 and was worse on a 2-core VM: with every heavy e2e module at once the
+       processes they start contended, 37 minutes in only 9 % of the tests had run and one had
+       failed, against 29 minutes for the whole suite in xdist's order."""
+    counts = Counter(_module(item) for item in items)
     heavy = {_module(item) for item in items if _is_heavy(item)}
-    items.sort(key=lambda item: 0 if _module(item) in heavy else 1)
+    long = {_module(item) for item in items if item.get_closest_marker("long") is not None}
+
+    def rank(item: pytest.Item) -> tuple[bool, int, bool]:
+        module = _module(item)
+        return module not in long, -counts[module], module not in heavy
+
+    items.sort(key=rank)  # stable: a module's tests keep their order
 
 
 def _module(item: pytest.Item) -> str:

@@ -24,7 +24,7 @@ from worker.shipped_heads import verify_shipped_head
 # beside the suite's other processes (plain decoding at 250 ms a token, 8x a quiet fast VM's) its
 # steps took 540 s, which the old 540 s deadline cut short; a quiet fast VM takes ~165 s.
 SCRIPT_DEADLINE_S = 840
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(SCRIPT_DEADLINE_S + 120)]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(SCRIPT_DEADLINE_S + 120)]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The device tool's limits on what comes back from $OUT.

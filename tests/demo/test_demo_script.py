@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.long]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Setup (stack, uploads), 1.5 minutes of training, a two-level benchmark of four configurations.

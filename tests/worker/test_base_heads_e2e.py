@@ -18,7 +18,7 @@ from tests.worker.tiny_inputs import sharegpt_jsonl
 from tests.worker.worker_jobs import WorkerJobs
 from worker.base_heads import BaseHeadStore
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.long]
 
 
 # The base head: one step on the built-in data (no self-instruct: a tiny random target writes

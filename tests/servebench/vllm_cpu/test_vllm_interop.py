@@ -23,7 +23,7 @@ from servebench.spec_metrics import parse_spec_counters
 from servebench.vllm_cpu.venv import VllmVenv, VllmVenvError, ensure_vllm_venv
 from trainer.data.loader import load_conversations
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(2400)]
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SHIPPED_HEAD = REPO_ROOT / "heads" / "smollm2-135m-instruct"
