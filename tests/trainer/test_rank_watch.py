@@ -81,7 +81,7 @@ def test_a_lost_rank_on_nccl_aborts_then_ends_the_process(
     caplog.set_level(logging.ERROR, logger="trainer.eagle.rank_watch")
     recorder = Recorder()
     sleeper, exits = start(SLEEPER), start(EXITS_WITH_3)
-    with watch([sleeper, exits], "nccl", recorder):
+    with watch([sleeper, exits], "nccl", recorder).watching():
         assert recorder.done.wait(30)
     assert recorder.actions == ["abort", "end_process"]
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
@@ -96,7 +96,7 @@ def test_the_grace_comes_before_the_abort(start: Start) -> None:
     exits = start(EXITS_WITH_3)
     exits.wait()
     began = time.monotonic()
-    with watch([exits], "nccl", recorder, abort=aborted.set, abort_grace_seconds=1.0):
+    with watch([exits], "nccl", recorder, abort=aborted.set, abort_grace_seconds=1.0).watching():
         assert aborted.wait(30)
         assert time.monotonic() - began >= 1.0
 
@@ -105,7 +105,7 @@ def test_a_lost_rank_on_gloo_is_only_logged(start: Start, caplog: pytest.LogCapt
     caplog.set_level(logging.ERROR, logger="trainer.eagle.rank_watch")
     recorder = Recorder()
     exits = start(EXITS_WITH_3)
-    with watch([exits], "gloo", recorder):
+    with watch([exits], "gloo", recorder).watching():
         time.sleep(SETTLE)
     assert recorder.actions == []
     assert [r.getMessage() for r in caplog.records] == [
@@ -159,7 +159,7 @@ def test_an_abort_that_fails_still_ends_the_process(start: Start, caplog: pytest
         recorder.abort()
         raise RuntimeError("not an NCCL group")
 
-    with watch([start(EXITS_WITH_3)], "nccl", recorder, abort=failing_abort):
+    with watch([start(EXITS_WITH_3)], "nccl", recorder, abort=failing_abort).watching():
         assert recorder.done.wait(30)
     assert recorder.actions == ["abort", "end_process"]
     assert "aborting the NCCL group failed" in caplog.text

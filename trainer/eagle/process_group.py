@@ -68,7 +68,7 @@ def data_parallel_group(config: TrainConfig, device: torch.device) -> Iterator[D
     try:
         parallel = join(0, config.nproc, store_path, device, helpers=helpers)
         # Stopped before leave(): a helper may exit as soon as it is past the last barrier.
-        with RankWatch(helpers, backend_for(device)):
+        with RankWatch(helpers, backend_for(device)).watching():
             try:
                 yield parallel
             # ValueError: a collective after the watch aborted the group finds no group.

@@ -17,8 +17,8 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
-from types import TracebackType
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import torch.distributed.distributed_c10d as c10d
 
@@ -38,7 +38,7 @@ STUCK_EXIT_STATUS = 1
 
 class RankWatch:
     """Watches ``helpers`` (rank r is ``helpers[r - 1]``) from a daemon thread between
-    ``start`` and ``stop`` (or as a context manager); acts only on the NCCL backend."""
+    ``start`` and ``stop`` (or for a ``watching`` block); acts only on the NCCL backend."""
 
     def __init__(
         self,
@@ -70,17 +70,14 @@ class RankWatch:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
 
-    def __enter__(self) -> RankWatch:
+    @contextmanager
+    def watching(self) -> Iterator[RankWatch]:
+        """Watching for the block, stopped however it ends."""
         self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
+        try:
+            yield self
+        finally:
+            self.stop()
 
     def _watch(self) -> None:
         lost = self._wait_for_a_lost_rank()
