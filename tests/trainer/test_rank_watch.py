@@ -11,8 +11,9 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+import torch.distributed.distributed_c10d as c10d
 
-from trainer.eagle.rank_watch import RankWatch
+from trainer.eagle.rank_watch import RankWatch, abort_every_group
 
 POLL = 0.05
 ABORT_GRACE = 0.2
@@ -163,3 +164,15 @@ def test_an_abort_that_fails_still_ends_the_process(start: Start, caplog: pytest
         assert recorder.done.wait(30)
     assert recorder.actions == ["abort", "end_process"]
     assert "aborting the NCCL group failed" in caplog.text
+
+
+def test_the_default_abort_is_torchs_looked_up_when_called(monkeypatch: pytest.MonkeyPatch) -> None:
+    aborted = threading.Event()
+    monkeypatch.setattr(c10d, "_abort_process_group", aborted.set)
+    abort_every_group()
+    assert aborted.is_set()
+    # A torch without the private API (the GPU image pins its own) fails the call, which the
+    # watch logs before its fallback; importing the trainer does not fail.
+    monkeypatch.delattr(c10d, "_abort_process_group")
+    with pytest.raises(AttributeError):
+        abort_every_group()

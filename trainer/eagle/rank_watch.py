@@ -48,7 +48,7 @@ class RankWatch:
         poll_seconds: float = POLL_SECONDS,
         abort_grace_seconds: float = ABORT_GRACE_SECONDS,
         exit_grace_seconds: float = EXIT_GRACE_SECONDS,
-        abort: Callable[[], None] = c10d._abort_process_group,
+        abort: Callable[[], None] | None = None,
         end_process: Callable[[], None] | None = None,
     ) -> None:
         self._helpers = list(helpers)
@@ -56,7 +56,7 @@ class RankWatch:
         self._poll_seconds = poll_seconds
         self._abort_grace_seconds = abort_grace_seconds
         self._exit_grace_seconds = exit_grace_seconds
-        self._abort = abort
+        self._abort = abort or abort_every_group
         self._end_process = end_process or (lambda: end_this_process(self._helpers))
         # Set when rank 0 has left the group (or given up on it): nothing may fire after.
         self._left = threading.Event()
@@ -116,6 +116,14 @@ class RankWatch:
                 if helper.poll() is not None:
                     return rank, helper
         return None
+
+
+def abort_every_group() -> None:
+    """torch's abort of every process group, looked up when it is needed: it is private and
+    experimental, so a torch without it (the GPU image pins its own) fails this call, which the
+    watch logs before its fallback, not the import of the trainer."""
+    abort: Callable[[], None] = getattr(c10d, "_abort_process_group")  # noqa: B009
+    abort()
 
 
 def end_this_process(helpers: Sequence[subprocess.Popen[bytes]]) -> None:
