@@ -28,7 +28,7 @@ from torch._C._distributed_c10d import FileStore
 
 from trainer.config import TrainConfig
 from trainer.eagle.data_parallel import DataParallel
-from trainer.eagle.rank_watch import RankWatch
+from trainer.eagle.rank_watch import RankWatch, first_exited, kill_remaining
 
 logger = logging.getLogger(__name__)
 
@@ -78,10 +78,7 @@ def data_parallel_group(config: TrainConfig, device: torch.device) -> Iterator[D
         leave()
         _wait_for(helpers)
     finally:
-        for helper in helpers:
-            if helper.poll() is None:
-                helper.kill()
-                helper.wait()
+        kill_remaining(helpers)
         if dist.is_initialized():
             dist.destroy_process_group()
         store_path.unlink(missing_ok=True)
@@ -107,12 +104,13 @@ def join(
             store.wait(waiting, timedelta(seconds=1))
             break
         except RuntimeError:  # the FileStore's timeout: someone has not joined yet
-            for helper in helpers or []:
-                if helper.poll() is not None:
-                    raise RuntimeError(
-                        f"data-parallel rank (pid {helper.pid}) exited with {helper.returncode} "
-                        "before joining; see its log above"
-                    ) from None
+            lost = first_exited(helpers or [])
+            if lost is not None:
+                _, helper = lost
+                raise RuntimeError(
+                    f"data-parallel rank (pid {helper.pid}) exited with {helper.returncode} "
+                    "before joining; see its log above"
+                ) from None
             if time.monotonic() > deadline:
                 raise RuntimeError(
                     f"data-parallel ranks did not all join within {JOIN_TIMEOUT_SECONDS:.0f} s"

@@ -112,26 +112,39 @@ class RankWatch:
     def _wait_for_a_lost_rank(self) -> tuple[int, subprocess.Popen[bytes]] | None:
         """The first helper found exited, with its rank; None once rank 0 has left."""
         while not self._left.wait(self._poll_seconds):
-            for rank, helper in enumerate(self._helpers, start=1):
-                if helper.poll() is not None:
-                    return rank, helper
+            lost = first_exited(self._helpers)
+            if lost is not None:
+                return lost
         return None
+
+
+def first_exited(helpers: Sequence[subprocess.Popen[bytes]]) -> tuple[int, subprocess.Popen[bytes]] | None:
+    """The first of ``helpers`` (rank r is ``helpers[r - 1]``) that has exited, with its rank."""
+    for rank, helper in enumerate(helpers, start=1):
+        if helper.poll() is not None:
+            return rank, helper
+    return None
+
+
+def kill_remaining(helpers: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Kill every helper still running and reap it."""
+    for helper in helpers:
+        if helper.poll() is None:
+            helper.kill()
+            helper.wait()
 
 
 def abort_every_group() -> None:
     """torch's abort of every process group, looked up when it is needed: it is private and
     experimental, so a torch without it (the GPU image pins its own) fails this call, which the
     watch logs before its fallback, not the import of the trainer."""
-    abort: Callable[[], None] = getattr(c10d, "_abort_process_group")  # noqa: B009
-    abort()
+    c10d._abort_process_group()
 
 
 def end_this_process(helpers: Sequence[subprocess.Popen[bytes]]) -> None:
     """``os._exit``, since rank 0's main thread is stuck: no ``finally`` will run, so the
     helpers (in their own sessions, which outlive it) are killed here."""
-    for helper in helpers:
-        if helper.poll() is None:
-            helper.kill()
+    kill_remaining(helpers)
     for handler in logging.getLogger().handlers:
         handler.flush()
     sys.stderr.flush()
