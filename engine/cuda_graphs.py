@@ -11,7 +11,9 @@ from the outputs. Features the recorder takes are computed inside the graph, so 
 back as the graph's own output buffers.
 
 Mixture-of-experts targets route tokens with data-dependent shapes, which a graph cannot hold:
-they decode eagerly.
+they decode eagerly. So do targets with dynamic RoPE scaling: transformers compares each
+forward's largest position with its cached length on the host to resize the frequencies, a
+read back that a capture refuses (and frequencies a graph would keep).
 """
 
 from __future__ import annotations
@@ -45,10 +47,21 @@ def graphs_enabled(device: torch.device) -> bool:
 
 
 def graphs_wanted(device: torch.device, config: object) -> bool:
-    """Whether decode steps on ``device`` should be captured (CUDA, a dense target, not disabled)."""
+    """Whether decode steps on ``device`` should be captured (CUDA, a dense target whose RoPE
+    does not resize itself, not disabled)."""
     text = getattr(config, "get_text_config", lambda: config)()
     experts = getattr(text, "num_local_experts", None) or getattr(text, "num_experts", None)
-    return graphs_enabled(device) and not experts
+    return graphs_enabled(device) and not experts and not rope_resizes(getattr(text, "rope_parameters", None))
+
+
+def rope_resizes(rope: object) -> bool:
+    """Whether RoPE settings (a config's ``rope_parameters``: one dict, or one per layer type)
+    are dynamic: transformers' ``dynamic_rope_update`` then reads the step's largest position
+    back with ``bool()`` to resize the frequencies, which fails a CUDA graph's capture."""
+    if not isinstance(rope, dict):
+        return False
+    settings = [value for value in rope.values() if isinstance(value, dict)] or [rope]
+    return any("dynamic" in str(setting.get("rope_type", "")) for setting in settings)
 
 
 def power_of_two_at_least(value: int, floor: int) -> int:

@@ -10,6 +10,8 @@ import gc
 import weakref
 
 import pytest
+import torch
+from transformers import AutoModelForCausalLM
 
 from engine import cuda_graphs
 from engine import runner as runner_module
@@ -21,7 +23,9 @@ from engine.slot_target_runner import SlotTargetRunner
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from speculative import SpeculativeDecoder
 from tests.engine.eager_capture import eager_capture
+from tests.fixtures.host_syncs import counting_host_reads
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, tiny_target
+from trainer.models.tiny import tiny_target_config
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9]
 
@@ -183,3 +187,35 @@ def test_captures_during_a_block_are_told_apart_from_earlier_ones_by_kind(
     assert during.seconds_of("draft") > 0
     assert cuda_graphs.CAPTURED.captures == 3
     assert cuda_graphs.CAPTURED.seconds_of("target") > during.seconds_of("target")
+
+
+def test_a_target_with_dynamic_rope_decodes_eagerly_since_its_step_reads_positions_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # transformers resizes dynamic RoPE's frequencies from bool(max(position) + 1 > cached): a
+    # read back inside the step, which a CUDA graph's capture refuses (every decode step of such
+    # a target would have failed on a GPU). A default-RoPE step reads nothing back.
+    monkeypatch.delenv(cuda_graphs.DISABLE, raising=False)
+    cuda = torch.device("cuda")
+    reads = {}
+    for rope_type in ("default", "dynamic"):
+        config = tiny_target_config("LlamaForCausalLM", vocab_size=96)
+        theta = config.rope_parameters["rope_theta"]
+        config.rope_parameters = {"rope_type": rope_type, "rope_theta": theta, "factor": 2.0}
+        target = AutoModelForCausalLM.from_config(config).eval()  # type: ignore[no-untyped-call]
+        runner = SlotRunner(target, slots=2, capacity=64)
+        ids = torch.tensor([[5, 6, 7]])
+        positions = torch.arange(3).unsqueeze(0)
+        try:
+            with torch.inference_mode(), counting_host_reads(monkeypatch) as counted:
+                runner.forward(ids, positions, positions, slots=None, key_length=3)
+        finally:
+            runner.close()
+        reads[rope_type] = (counted.count, cuda_graphs.graphs_wanted(cuda, target.config))
+    assert reads["default"] == (0, True)
+    dynamic_reads, dynamic_graphs = reads["dynamic"]
+    assert dynamic_reads > 0
+    assert not dynamic_graphs
+    # Per-layer-type settings (one dict per layer type) are read the same way.
+    assert cuda_graphs.rope_resizes({"full_attention": {"rope_type": "dynamic"}})
+    assert not cuda_graphs.rope_resizes({"full_attention": {"rope_type": "yarn"}})
