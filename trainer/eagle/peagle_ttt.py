@@ -30,7 +30,11 @@ def _kept_anchors(mask: torch.Tensor, keep_probability: float) -> torch.Tensor:
     """A random subset of the True entries of ``mask``, each kept with ``keep_probability``."""
     if keep_probability >= 1.0:
         return mask
-    return mask & (torch.rand(mask.shape, device=mask.device) < keep_probability)
+    # From the CPU's generator whatever the mask's device: a checkpoint saves and restores that
+    # one (trainer.eagle.checkpoint), not a GPU's, so a run resumed on a GPU keeps the anchors the
+    # straight run keeps. The copy costs no extra wait: _pack reads the anchors' counts back next.
+    draws = torch.rand(mask.shape).to(mask.device)
+    return mask & (draws < keep_probability)
 
 
 def parallel_loss(

@@ -16,7 +16,7 @@ from engine.heads.head_format import InvalidHeadError
 from engine.heads.model import DraftKVCache
 from engine.heads.peagle import PEagleDraftModel, PEagleHeadConfig, default_mask_token_id
 from engine.heads.validate import validate_head
-from trainer.eagle.peagle_ttt import parallel_loss
+from trainer.eagle.peagle_ttt import _kept_anchors, parallel_loss
 from trainer.eagle.ttt import teacher_targets
 from trainer.models.tiny import build_tiny_target
 
@@ -137,3 +137,20 @@ def test_a_peagle_head_without_mask_hidden_is_refused(tmp_path: Path) -> None:
     save_file(tensors, str(head_dir / "model.safetensors"))
     with pytest.raises(InvalidHeadError, match="missing tensor 'mask_hidden'"):
         validate_head(head_dir, target.config)
+
+
+def test_dropped_anchors_are_drawn_from_the_generator_a_checkpoint_restores() -> None:
+    # A checkpoint saves the CPU's generator only (trainer.eagle.checkpoint): anchors drawn from a
+    # GPU's own generator would differ between a straight run and one resumed from a checkpoint.
+    # The meta device stands in for the GPU: a device whose generator no checkpoint holds.
+    mask = torch.ones((4, 16), dtype=torch.bool)
+    torch.manual_seed(7)
+    on_cpu = _kept_anchors(mask, 0.5)
+    after_cpu = torch.get_rng_state()
+    torch.manual_seed(7)
+    on_device = _kept_anchors(mask.to("meta"), 0.5)
+    assert on_device.device.type == "meta"
+    # The CPU's generator moved on as the CPU run's did: the device's draws are the CPU's.
+    assert torch.equal(torch.get_rng_state(), after_cpu)
+    assert on_cpu.any()
+    assert not on_cpu.all()
