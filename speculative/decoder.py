@@ -36,6 +36,7 @@ from engine.sampling import SamplingParams, probabilities, sample
 from engine.slot_target_runner import SlotTargetRunner, slot_runner_wanted
 from engine.target import TargetOutput, TargetRunner
 from engine.transfers import int_tables_to
+from speculative.phase_clock import PhaseClock
 from speculative.result import GenerationResult
 from speculative.sequence import SequenceState
 from speculative.verification import Verdict, verify_greedy, verify_sampled
@@ -202,7 +203,7 @@ class SpeculativeDecoder:
             num_speculative_tokens=drafting if isinstance(drafting, int) else drafting.depth,
             num_target_forwards=1,
         )
-        run = _Run(sequence, params, generator, result)
+        run = _Run(sequence, params, generator, result, PhaseClock(self.device))
         with self._target.session(capture=True) as target, drafter.session():
             output = target.forward(self._ids(sequence.prompt_ids), logits_to_keep=1)
             sequence.emit([self._pick(output.logits[-1], params, generator)])
@@ -220,6 +221,8 @@ class SpeculativeDecoder:
                     unseen = self._tree_round(run, target, drafter, unseen, drafting.limited_to(num_drafts))
                 else:
                     unseen = self._round(run, target, drafter, unseen, num_drafts)
+        result.draft_seconds, verify_seconds = run.clock.totals()
+        result.target_seconds += verify_seconds  # besides a last step's plain forward
         result.finish_reason = sequence.finish_reason or "length"
         result.seconds = time.perf_counter() - started
         return result
@@ -234,13 +237,13 @@ class SpeculativeDecoder:
     ) -> torch.Tensor:
         """Draft, verify, keep the accepted tokens; returns the features the head has not seen."""
         sequence, result = run.sequence, run.result
-        draft_started = time.perf_counter()
+        run.clock.mark()  # drafting starts
         # The head's entries lag the target by the positions accepted last round.
         next_ids = sequence.tokens_in(drafter.length + 1, target.length + 1)
         proposal = drafter.propose(
             unseen, next_ids, num_tokens=num_drafts, params=run.params, generator=run.generator
         )
-        verify_started = time.perf_counter()
+        run.clock.mark()  # verification starts
         candidates = torch.cat([self._ids([sequence.last_token])[0], proposal.token_ids])
         output = target.forward(candidates.unsqueeze(0), logits_to_keep=num_drafts + 1)
         verdict = self._verify(proposal.token_ids, proposal.probs, output.logits, run.params, run.generator)
@@ -250,9 +253,7 @@ class SpeculativeDecoder:
         result.proposed_per_step.append(num_drafts)
         result.verified_tokens += num_drafts + 1
         result.num_target_forwards += 1
-        finished = time.perf_counter()
-        result.draft_seconds += verify_started - draft_started
-        result.target_seconds += finished - verify_started
+        run.clock.mark()  # the round ends
         return _features(output)[: verdict.accepted + 1]
 
     def _tree_round(
@@ -261,10 +262,10 @@ class SpeculativeDecoder:
         """``_round`` with a draft tree: the target scores every node in one forward and keeps
         the greedy path through it (see ``engine.drafting.tree``)."""
         sequence, result = run.sequence, run.result
-        draft_started = time.perf_counter()
+        run.clock.mark()  # drafting starts
         next_ids = self._ids(sequence.tokens_in(drafter.length + 1, target.length + 1))[0]
         tree = propose_tree(drafter, unseen, next_ids, shape)
-        verify_started = time.perf_counter()
+        run.clock.mark()  # verification starts
         cached = target.length
         candidates = torch.cat([self._ids([sequence.last_token])[0], tree.token_ids])
         output = target.forward(
@@ -281,9 +282,7 @@ class SpeculativeDecoder:
         result.proposed_per_step.append(tree.depth)
         result.verified_tokens += tree.size + 1
         result.num_target_forwards += 1
-        finished = time.perf_counter()
-        result.draft_seconds += verify_started - draft_started
-        result.target_seconds += finished - verify_started
+        run.clock.mark()  # the round ends
         return _features(output)[kept_rows]
 
     def _last_step(self, run: _Run, target: Runner) -> None:
@@ -347,6 +346,7 @@ class _Run:
     params: SamplingParams
     generator: torch.Generator | None
     result: GenerationResult
+    clock: PhaseClock  # splits each round between drafting and verification
 
 
 def _features(output: TargetOutput) -> torch.Tensor:

@@ -18,6 +18,7 @@ from engine.sampling import SamplingParams
 from engine.slot_attention import visible_keys
 from engine.transfers import float_tables_to, int_tables_to
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
+from speculative.decoder import SpeculativeDecoder
 from tests.speculative.engine_doubles import hf_greedy, random_head, tiny_target
 from trainer.models.tiny import build_tiny_target
 
@@ -243,3 +244,16 @@ def test_packed_verification_and_distributions_on_cuda_agree_with_row_by_row() -
         for row, (ids, q, p) in enumerate(zip(draft_ids, draft_probs, target_probs, strict=True))
     ]
     assert batched == alone
+
+
+def test_on_cuda_a_rounds_time_is_split_by_the_streams_events() -> None:
+    # The head's kernels are queued without a read-back: the host clock would book them to the
+    # verification. The events' split is positive on both sides and within the call's time.
+    target = tiny_target("LlamaForCausalLM").to("cuda")
+    decoder = SpeculativeDecoder(target, random_head(target, seed=1), num_speculative_tokens=3)
+    decoder.generate([5, 6, 7, 8], max_new_tokens=8)  # captures its graphs
+    result = decoder.generate([5, 6, 7, 8], max_new_tokens=32)
+    assert result.num_verify_steps >= 1
+    assert result.draft_seconds > 0
+    assert result.target_seconds > 0
+    assert result.prefill_seconds + result.draft_seconds + result.target_seconds <= result.seconds * 1.01
