@@ -279,3 +279,17 @@ def test_the_gpu_worker_is_opt_in_reserves_a_gpu_and_consumes_the_gpu_queue(comp
     assert args.queues == "gpu"
     assert compose["services"]["worker"]["environment"]["EAGLENEST_WORKER_QUEUE"] == "cpu"
     assert "--queues" not in compose["services"]["worker"]["command"]  # it takes EAGLENEST_WORKER_QUEUE
+
+
+def test_the_gpu_worker_runs_its_jobs_on_the_gpu(compose: dict[str, Any]) -> None:
+    """Settings.device defaults to cpu: a gpu-worker that does not say cuda trains on the CPU."""
+    environment = compose["services"]["gpu-worker"]["environment"]
+    settings = Settings(
+        **{
+            key.removeprefix("EAGLENEST_").lower(): value
+            for key, value in environment.items()
+            if key.startswith("EAGLENEST_")
+        }
+    )
+    assert settings.device == "cuda"
+    assert "EAGLENEST_DEVICE" not in compose["services"]["worker"]["environment"]  # the CPU worker's default
