@@ -121,7 +121,11 @@ def load_checkpoint(path: Path | str, *, head: Eagle3DraftModel, optimizer: Head
     """Restore weights, optimizer and RNG state; returns the saved state dict."""
     path = Path(path)
     load_head_weights(path, head)
-    optimizer.load_state_dict(torch.load(path / OPTIMIZER_FILE, weights_only=True))
+    # Onto the host first: torch.load puts each tensor back on the device it was saved from,
+    # so a helper rank would build rank 0's AdamW moments on GPU 0 (a CUDA context and the
+    # state's size there, kept by its allocator all run) and a CPU could not resume a GPU run
+    # at all. load_state_dict moves every state tensor to its parameter's device.
+    optimizer.load_state_dict(torch.load(path / OPTIMIZER_FILE, map_location="cpu", weights_only=True))
     rng = torch.load(path / RNG_FILE, weights_only=False)
     torch.set_rng_state(rng["torch"])
     random.setstate(rng["python"])

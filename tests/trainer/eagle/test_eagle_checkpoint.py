@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
 from engine.heads.config import Eagle3HeadConfig
 from engine.heads.model import Eagle3DraftModel
 from trainer.eagle.checkpoint import (
+    OPTIMIZER_FILE,
     best_checkpoint,
     latest_checkpoint,
     load_checkpoint,
@@ -90,3 +93,34 @@ def test_a_half_written_checkpoint_is_never_pointed_at(tmp_path: Path) -> None:
     assert latest_checkpoint(tmp_path) is None
     (tmp_path / "latest").write_text("step-00000005\n")
     assert latest_checkpoint(tmp_path) == tmp_path / "step-00000005"
+
+
+def test_a_checkpoint_saved_on_a_gpu_resumes_on_another_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """optimizer.pt as rank 0 writes it on a GPU: its moments' storages are tagged cuda:0, which
+    torch.load restores onto GPU 0 unless told otherwise (GPU 0 in every helper rank; an error
+    on a CPU). The tag is the one part of a GPU save this test stands in for; rng.pt holds the
+    CPU generator's state, tagged cpu on any machine."""
+    head, optimizer = make_head_and_optimizer(0)
+    take_a_step(head, optimizer)
+    expected = optimizer.state_dict()
+    save = torch.save
+
+    def save_from_a_gpu(obj: object, file: Path, **kwargs: Any) -> None:
+        with monkeypatch.context() as patch:
+            if file.name == OPTIMIZER_FILE:
+                patch.setattr(torch.serialization, "location_tag", lambda _storage: "cuda:0")
+            save(obj, file, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(torch, "save", save_from_a_gpu)
+        path = save_checkpoint(tmp_path, step=1, head=head, optimizer=optimizer, state={})
+
+    other, other_optimizer = make_head_and_optimizer(1)
+    load_checkpoint(path, head=other, optimizer=other_optimizer)
+    restored = other_optimizer.state_dict()["state"]
+    for index, moments in expected["state"].items():
+        for name in ("exp_avg", "exp_avg_sq"):
+            assert restored[index][name].device == torch.device("cpu")
+            assert torch.equal(restored[index][name], moments[name])
