@@ -165,8 +165,11 @@ def _check_embeddings(
             f"{where}: tensor {name!r} has shape {tuple(embed.shape)}, the target's embeddings "
             f"{tuple(target_embeddings.shape)}; engines share the target's, so drop it"
         )
-    # A half-precision copy of the target's table is still the target's table.
-    if not torch.allclose(embed.float(), target_embeddings.float(), rtol=1e-2, atol=1e-3):
+    # Compared where the target's table is (a GPU when the target runs there: load_head passes
+    # it as it finds it), since allclose refuses tensors on two devices and the file's copy was
+    # read onto the CPU. A half-precision copy of the target's table is still the target's table.
+    shipped = embed.to(target_embeddings.device)
+    if not torch.allclose(shipped.float(), target_embeddings.float(), rtol=1e-2, atol=1e-3):
         raise InvalidHeadError(
             f"{where}: tensor {name!r} differs from the target's token embeddings (random or from "
             "another model); engines share the target's, so drop it or export the target's"

@@ -250,6 +250,29 @@ def test_the_targets_own_embeddings_are_accepted(head_dir: Path, target: PreTrai
     assert torch.equal(load_head(head_dir, target).embed_tokens.weight, embeddings)
 
 
+def test_shipped_embeddings_are_compared_on_the_targets_device(
+    head_dir: Path, target: PreTrainedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load_head hands over the target's table where the target runs, on a GPU the GPU, while the
+    head file's copy is read onto the CPU; torch.allclose refuses two devices. The meta device
+    stands in for the GPU, and a stand-in allclose that refuses two devices as torch's does
+    records the call (meta tensors hold no values to compare)."""
+    embeddings = input_embedding_weight(target)
+    _edit_tensors(head_dir, lambda t: t.update({"embed_tokens.weight": embeddings.to(torch.bfloat16)}))
+    compared: list[tuple[torch.device, torch.device]] = []
+
+    def allclose(first: torch.Tensor, second: torch.Tensor, **_: float) -> bool:
+        compared.append((first.device, second.device))
+        if first.device != second.device:
+            raise RuntimeError("Expected all tensors to be on the same device")
+        return True
+
+    monkeypatch.setattr(torch, "allclose", allclose)
+    report = validate_head(head_dir, target.config, target_embeddings=embeddings.to("meta"))
+    assert report.has_embed_tokens
+    assert compared == [(torch.device("meta"), torch.device("meta"))]
+
+
 def test_heads_from_other_tools_get_engine_defaults(head_dir: Path, target: PreTrainedModel) -> None:
     """SafeAILab-style configs leave out head_dim, target_hidden_size and the aux ids."""
 
