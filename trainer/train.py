@@ -23,10 +23,11 @@ from collections.abc import Callable
 import torch
 
 from trainer.config import TrainConfig
+from trainer.device import resolve_device
 from trainer.eagle.checkpoint import best_checkpoint, latest_checkpoint
 from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.prepared import PREPARED_DIR, data_fingerprint, load_prepared
-from trainer.eagle.process_group import data_parallel_group
+from trainer.eagle.process_group import check_gpu_per_rank, data_parallel_group
 from trainer.eagle.reporting import Evaluation, TrainResult
 from trainer.training.data import (
     load_or_prepare_data,
@@ -67,6 +68,9 @@ def train(
     should_stop: Callable[[], bool] | None = None,
 ) -> TrainResult:
     run = start_run(config, progress, should_stop)
+    # The group checks this only once the data is ready: after a distillation of hours on the
+    # GPU, a run with more ranks than GPUs would fail then, its replies paid for nothing.
+    check_gpu_per_rank(config.nproc, resolve_device(config.device))
     target, tokenizer, architecture = load_target_timed(run)
     data = load_or_prepare_data(run, target, tokenizer)
     if data.stopped:

@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from tests.trainer.eagle.tiny_data import write_chat_data
+from trainer import train as trainer_train
 from trainer.config import TrainConfig
 from trainer.eagle import process_group
 from trainer.eagle.batching import plan_batches
@@ -204,3 +205,19 @@ def test_ranks_without_a_thread_count_share_the_cores(
     torch.set_num_threads(2)
     share_cores(config(tiny_llama_dir, data, tmp_path, nproc=2, num_threads=2))
     assert torch.get_num_threads() == 2  # an explicit count per process is kept
+
+
+def test_more_ranks_than_gpus_fail_before_the_target_distils(
+    tiny_llama_dir: Path, data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker with one GPU asked for two ranks: the run fails before it loads the target, not
+    after distilling (hours on a GPU) once the group is formed. One visible GPU is simulated."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(trainer_train, "resolve_device", lambda _name: torch.device("cuda", 0))
+
+    def load_target_timed(_run: object) -> None:
+        raise AssertionError("the target was loaded (and would have distilled) before the GPUs were counted")
+
+    monkeypatch.setattr(trainer_train, "load_target_timed", load_target_timed)
+    with pytest.raises(ValueError, match=r"^nproc 2 on CUDA needs one GPU per process; 1 visible$"):
+        train(config(tiny_llama_dir, data, tmp_path / "run", nproc=2, device="cuda"))

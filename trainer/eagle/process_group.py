@@ -50,16 +50,21 @@ def rank_device(device: torch.device, rank: int) -> torch.device:
     return torch.device("cuda", rank) if device.type == "cuda" else device
 
 
+def check_gpu_per_rank(nproc: int, device: torch.device) -> None:
+    """``ValueError`` unless a run of ``nproc`` ranks on ``device`` has a GPU for each (CUDA)."""
+    if nproc > 1 and device.type == "cuda" and torch.cuda.device_count() < nproc:
+        raise ValueError(
+            f"nproc {nproc} on CUDA needs one GPU per process; {torch.cuda.device_count()} visible"
+        )
+
+
 @contextmanager
 def data_parallel_group(config: TrainConfig, device: torch.device) -> Iterator[DataParallel]:
     """Rank 0's view of a run over ``config.nproc`` processes; one process needs no group."""
     if config.nproc == 1:
         yield DataParallel.single(device)
         return
-    if device.type == "cuda" and torch.cuda.device_count() < config.nproc:
-        raise ValueError(
-            f"nproc {config.nproc} on CUDA needs one GPU per process; {torch.cuda.device_count()} visible"
-        )
+    check_gpu_per_rank(config.nproc, device)
     store_path = config.out_dir / STORE_FILE
     config_path = config.out_dir / CONFIG_FILE
     store_path.unlink(missing_ok=True)

@@ -23,8 +23,10 @@ from core.output_layout import HEAD_DIR, TRAIN_RESULT, TRAIN_RUN, TRAINING_METRI
 from core.s3 import S3Location, s3_client
 from core.s3_store import S3Store
 from trainer.config import TrainConfig
+from trainer.device import resolve_device
 from trainer.eagle.data import HELDOUT_FILE, REGENERATED_FILE
 from trainer.eagle.prepared import PREPARED_DIR, data_fingerprint
+from trainer.eagle.process_group import check_gpu_per_rank
 from trainer.eagle.reporting import TrainResult
 from trainer.train import HEAD_DIRNAME, METRICS_FILE, train
 from worker.artifacts import FannedOutDistillation, HeadInput, TrainOutput, required
@@ -99,7 +101,7 @@ def job_train_config(ctx: JobContext, run_dir: Path, budget_minutes: float | Non
     model = required(ctx.artifacts.model, "the base model")
     data = required(ctx.artifacts.data, "the training data")
     head = init_head(ctx)
-    return build_train_config(
+    config = build_train_config(
         ctx.knobs,
         overrides=ctx.settings.train_overrides,
         model_dir=required(model.local_dir, "the cached base model"),
@@ -111,6 +113,15 @@ def job_train_config(ctx: JobContext, run_dir: Path, budget_minutes: float | Non
         nproc=ctx.settings.train_nproc,
         device=ctx.settings.device,
     )
+    # Before anything distils: stage 'distil' fans the replies out over every worker of the queue
+    # before training would find that this worker cannot start its ranks.
+    try:
+        check_gpu_per_rank(config.nproc, resolve_device(config.device))
+    except ValueError as error:
+        raise JobFailedError(
+            f"This worker cannot train (EAGLENEST_DEVICE, EAGLENEST_TRAIN_NPROC): {error}"
+        ) from None
+    return config
 
 
 def init_head(ctx: JobContext) -> HeadInput | None:
