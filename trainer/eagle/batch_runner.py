@@ -18,7 +18,7 @@ from trainer.eagle.batching import Batch, BatchTensors, collate, epoch_order
 from trainer.eagle.budget_clock import Clock
 from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.features import FeatureCache, TargetFeatures, TargetTeacher
-from trainer.eagle.generation_features import collate_features
+from trainer.eagle.generation_features import collate_features, collated_nbytes
 from trainer.eagle.peagle_ttt import parallel_loss
 from trainer.eagle.reporting import EvalMetrics, acceptance_length_estimate
 from trainer.eagle.schedule import StepTimer
@@ -110,9 +110,19 @@ class BatchRunner:
     def adopt_recorded_features(
         self, keyed_batches: Sequence[tuple[str, Batch]], samples: Sequence[TokenizedConversation]
     ) -> int:
-        """Cache the features recorded during distillation for these batches; returns how many."""
+        """Cache the features recorded during distillation for these batches; returns how many.
+
+        A batch the cache has no room left for is not collated: collating copies its features
+        into one padded tensor and moves it to the head's device (the GPU), only for the cache
+        to refuse it."""
         adopted = 0
         for key, batch in keyed_batches:
+            if key in self.cache:
+                adopted += 1
+                continue
+            size = collated_nbytes(samples, batch.sample_indices, batch.length)
+            if size is None or not self.cache.has_room(size):
+                continue
             features = self._recorded_features(samples, batch)
             if features is not None and self.cache.put(key, features):
                 adopted += 1

@@ -163,9 +163,13 @@ class FeatureCache:
     def get(self, key: str) -> TargetFeatures | None:
         return self._items.get(key)
 
+    def has_room(self, nbytes: int) -> bool:
+        """Whether features of ``nbytes`` would still fit."""
+        return self.bytes + nbytes <= self.max_bytes
+
     def put(self, key: str, features: TargetFeatures) -> bool:
         """Keep ``features`` if they fit; returns whether they were kept."""
-        if key in self._items or self.bytes + features.nbytes > self.max_bytes:
+        if key in self._items or not self.has_room(features.nbytes):
             return key in self._items
         self._items[key] = features
         self.bytes += features.nbytes

@@ -26,6 +26,19 @@ def recorded_features(sample: TokenizedConversation) -> SampleFeatures | None:
     return sample.features if isinstance(sample, FeaturedSample) else None
 
 
+def collated_nbytes(
+    samples: Sequence[TokenizedConversation], indices: Sequence[int], length: int
+) -> int | None:
+    """The bytes ``collate_features`` would return for these samples, without collating them
+    (its tensors take the first sample's dtypes and widths); None if the first has no features."""
+    first = recorded_features(samples[indices[0]]) if indices else None
+    if first is None:
+        return None
+    aux, final = first.aux_hidden_states, first.final_hidden
+    per_token = aux.shape[-1] * aux.element_size() + final.shape[-1] * final.element_size()
+    return len(indices) * length * (per_token + torch.empty((), dtype=torch.long).element_size())
+
+
 def collate_features(
     samples: Sequence[TokenizedConversation], indices: Sequence[int], length: int
 ) -> TargetFeatures | None:
