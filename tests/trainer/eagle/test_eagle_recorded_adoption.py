@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
-import trainer.eagle.batch_runner as batch_runner
 from engine.replies import SampleFeatures
+from trainer.eagle import batch_runner
 from trainer.eagle.batch_runner import BatchRunner
 from trainer.eagle.batching import Batch
 from trainer.eagle.features import FeatureCache
