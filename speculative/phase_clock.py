@@ -45,26 +45,22 @@ class PhaseClock:
 
     def __init__(self, device: torch.device, new_event: Callable[[], StreamEvent] = _cuda_event) -> None:
         self._new_event = new_event if device.type == "cuda" else None
-        self._round: list[Mark] = []
-        self._rounds: list[tuple[Mark, Mark, Mark]] = []
+        self._marks: list[Mark] = []  # three a round: drafting, verification, the round's end
 
     def mark(self) -> None:
         """The next boundary of the current round: call it three times a round."""
-        self._round.append(self._now())
-        if len(self._round) == 3:
-            started, verifying, finished = self._round
-            self._rounds.append((started, verifying, finished))
-            self._round = []
+        self._marks.append(self._now())
 
     def totals(self) -> tuple[float, float]:
         """Seconds spent drafting and verifying over every finished round. On CUDA, call it once
         the generation has read its last tokens back (its events have completed then)."""
-        if self._round:
+        if len(self._marks) % 3:
             raise RuntimeError("a round was marked only partly: every round takes three marks")
-        if self._rounds and not isinstance(last := self._rounds[-1][2], float):
+        if self._marks and not isinstance(last := self._marks[-1], float):
             last.synchronize()
-        draft = sum(_seconds_between(started, verifying) for started, verifying, _ in self._rounds)
-        verify = sum(_seconds_between(verifying, finished) for _, verifying, finished in self._rounds)
+        started, verifying, finished = self._marks[0::3], self._marks[1::3], self._marks[2::3]
+        draft = sum(_seconds_between(a, b) for a, b in zip(started, verifying, strict=True))
+        verify = sum(_seconds_between(a, b) for a, b in zip(verifying, finished, strict=True))
         return draft, verify
 
     def _now(self) -> Mark:
