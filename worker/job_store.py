@@ -35,6 +35,7 @@ from db.queries.optimization_job import (
 from db.queries.role import RoleCredentials, get_role_credentials
 from db.queries.training_point import NewTrainingPoint, add_training_points
 from db.session import session_scope
+from db.settings import get_settings
 from db.types import utc_now
 from worker.outcome import Outcome, final_transition
 from worker.worker_identity import current_worker
@@ -252,7 +253,7 @@ class JobStore:
                 percent=percent,
                 eta_seconds=eta_seconds,
                 message=message,
-                worker=current_worker().model_dump(),
+                worker=current_worker(get_settings().device).model_dump(),
             )
 
     def role_credentials(self, job: JobSpec) -> RoleCredentials:

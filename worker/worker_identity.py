@@ -17,10 +17,15 @@ class WorkerIdentity(BaseModel):
     device: str
 
 
-def current_device() -> str:
-    """``cuda`` when this process sees a GPU, else ``cpu``."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
+def running_device(device_setting: str) -> str:
+    """The device a worker set to ``device_setting`` (its EAGLENEST_DEVICE) runs its jobs on:
+    ``cpu`` stays on the CPU even where torch sees a GPU, ``auto`` takes the GPU when there is
+    one, and ``cuda`` is the GPU (a job there fails, saying so, if the worker has none)."""
+    if device_setting == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device_setting
 
 
-def current_worker() -> WorkerIdentity:
-    return WorkerIdentity(hostname=socket.gethostname(), pid=os.getpid(), device=current_device())
+def current_worker(device_setting: str) -> WorkerIdentity:
+    device = running_device(device_setting)
+    return WorkerIdentity(hostname=socket.gethostname(), pid=os.getpid(), device=device)

@@ -127,8 +127,13 @@ def plan_train_config(config: TrainConfig) -> dict[str, Any]:
     return config.model_dump(mode="json", exclude_unset=True)
 
 
-def shard_train_config(plan: DistillationPlanDocument, model_dir: Path, scratch: Path) -> TrainConfig:
-    """The config a shard's worker distils with: the plan's, on its own copy of the model."""
+def shard_train_config(
+    plan: DistillationPlanDocument, model_dir: Path, scratch: Path, *, device: str
+) -> TrainConfig:
+    """The config a shard's worker distils with: the plan's, on its own copy of the model and
+    on its own device (its EAGLENEST_DEVICE). The plan carries the coordinator's device, and a
+    queue may mix CPU and GPU workers: a GPU worker would distil its shards on its CPU, and a
+    CPU worker would fail every shard of a GPU job's plan."""
     return TrainConfig.model_validate(
         {
             **plan.train_config,
@@ -136,5 +141,6 @@ def shard_train_config(plan: DistillationPlanDocument, model_dir: Path, scratch:
             "out_dir": scratch,
             "distilled_paths": [],
             "init_head_dir": None,
+            "device": device,
         }
     )

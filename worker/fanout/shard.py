@@ -83,7 +83,7 @@ def run_distillation_shard(
         return "already in"
     plan = DistillationPlanDocument.model_validate(s3.read_json(layout.staged(PLAN)))
     spec = plan.shards[index]
-    me = current_worker()
+    me = current_worker(settings.device)
     task_id = task_id or f"inline-{uuid.uuid4().hex[:12]}"
     lease = settings.distillation_shard_lease_seconds
     if not claim_shard(s3, shard, me, task_id=task_id, total=spec.conversations, lease_seconds=lease):
@@ -92,7 +92,7 @@ def run_distillation_shard(
     with _Heartbeat(s3, shard, me, task_id=task_id, total=spec.conversations, interval=lease / 4) as beat:
         model_dir = _fetch_model(s3, settings, plan)
         scratch = cache_root(settings) / "jobs" / f"job-{job_id}" / "shards" / f"{index}-{task_id}"
-        config = shard_train_config(plan, model_dir, scratch)
+        config = shard_train_config(plan, model_dir, scratch, device=settings.device)
         outcome = distil_shard(
             config,
             read_conversations(s3, shard.input),

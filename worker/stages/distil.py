@@ -134,7 +134,7 @@ def _plan(ctx: JobContext, config: TrainConfig, shard_size: int) -> Distillation
         deadline_epoch=deadline,
         self_instruct=planned.self_instruct,
         chunk_size=planned.chunk_size,
-        coordinator=current_worker(),
+        coordinator=current_worker(ctx.settings.device),
     )
     ctx.s3.put_json(plan.model_dump(mode="json"), location)
     return plan
