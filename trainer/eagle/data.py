@@ -151,8 +151,24 @@ def generation_copy(target: PreTrainedModel, *, bf16: bool) -> PreTrainedModel:
     Generation is dominated by reading the weights once per token: a bfloat16 copy halves
     that traffic and multiplies with native bf16 kernels (about 1.5-2x faster here). The
     teacher signal is still computed from the float32 weights afterwards.
+
+    Each parameter is converted on its own and the copy is built around the converted ones, so
+    the copy adds half the float32 target's memory at its peak: copying the model whole and
+    then converting it held a second float32 target on the device first, three times the
+    copy's size. Tied parameters (SmolLM2's embeddings and LM head) stay one.
     """
-    return copy.deepcopy(target).to(torch.bfloat16) if bf16 else target  # type: ignore[arg-type]
+    if not bf16:
+        return target
+    converted: dict[int, object] = {
+        id(parameter): torch.nn.Parameter(
+            parameter.detach().to(torch.bfloat16), requires_grad=parameter.requires_grad
+        )
+        for parameter in target.parameters()
+        if parameter.is_floating_point()
+    }
+    generator: PreTrainedModel = copy.deepcopy(target, converted)
+    torch.nn.Module.to(generator, torch.bfloat16)  # buffers (RoPE frequencies) as before
+    return generator
 
 
 def with_self_instruct(  # noqa: PLR0917 - the planner of a fanned-out distillation
