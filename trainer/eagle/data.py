@@ -154,8 +154,8 @@ def generation_copy(target: PreTrainedModel, *, bf16: bool) -> PreTrainedModel:
 
     Each parameter is converted on its own and the copy is built around the converted ones, so
     the copy adds half the float32 target's memory at its peak: copying the model whole and
-    then converting it held a second float32 target on the device first, three times the
-    copy's size. Tied parameters (SmolLM2's embeddings and LM head) stay one.
+    then converting it held a second float32 target on the device first, twice the copy's
+    size. Tied parameters (SmolLM2's embeddings and LM head) stay one.
     """
     if not bf16:
         return target
