@@ -19,6 +19,7 @@ from transformers import DynamicCache, PreTrainedModel
 from engine.capture import TargetFeatureCapture
 from engine.recurrent_state import ForwardSnapshot, snapshot, undo_last_tokens
 from engine.segments import Segment, SegmentOutput, SequenceCache
+from engine.transfers import int_tables_to
 
 
 class RecurrentSequenceCache:
@@ -37,7 +38,11 @@ class RecurrentSequenceCache:
 
     def run(self, token_ids: Sequence[int], keep: int) -> torch.Tensor:
         """Append ``token_ids``; the logits [keep, V] of the last ``keep`` of them."""
-        input_ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self._model.device)
+        # Pinned and non-blocking (engine.transfers): ``torch.tensor(..., device="cuda")`` copies
+        # from pageable memory and waits for the GPU's queue, so each sequence's forward would
+        # wait for the previous sequence's to finish before its kernels were even queued.
+        (flat,) = int_tables_to(self._model.device, token_ids)
+        input_ids = flat.view(1, -1)
         if self._recording:
             self._cache.crop(0)  # trim windows kept for a rollback that did not come
             self._last_forward = snapshot(self._cache, input_ids)

@@ -34,6 +34,10 @@
 # machine use the image's own torch, with the project on PYTHONPATH: ../shared/gpu/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# A step over its limit gets `timeout`'s SIGTERM, which ends Python without flushing a buffered
+# stdout: the rows the engine table had printed would be lost with it (run.sh's env.sh sets this
+# too; a direct run would not).
+export PYTHONUNBUFFERED=1
 
 PY=${PY:-.venv/bin/python}
 OUT=${OUT:-gpu-check}

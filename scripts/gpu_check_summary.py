@@ -15,7 +15,13 @@ work, out, head, eval_shape = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3],
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text()) if path.is_file() else {}
+    """The file's object, or {} when there is none: a step stopped at its limit leaves its
+    `--json` file empty (or cut short), and the other steps' rows must still be written."""
+    try:
+        value = json.loads(path.read_text()) if path.is_file() else {}
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def read_text(path: Path) -> str:
