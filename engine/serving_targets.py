@@ -43,3 +43,12 @@ def serving_target(
         max_positions=pool_positions(model),
         recorder=recorder,
     )
+
+
+def sequence_limit(target: ServingTarget) -> int | None:
+    """The positions one sequence may hold: the slot pool's, fixed when it is allocated; None
+    where a sequence's cache grows as it needs (packed and recurrent targets, the CPU's)."""
+    if isinstance(target, SlotTarget):
+        # The pool's last position is its scratch one, which no sequence holds (SlotTarget).
+        return int(target.runner.pool.capacity) - 1
+    return None

@@ -46,7 +46,7 @@ from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
 from engine.sampling import rows_probabilities
 from engine.segments import Segment, SegmentOutput, SequenceCache, ServingTarget
-from engine.serving_targets import serving_target
+from engine.serving_targets import sequence_limit, serving_target
 from serving.metrics import EngineMetrics
 from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
@@ -121,6 +121,16 @@ class ServingEngine:
             attention=attention,
             max_sequences=max_batch_size,
         )
+        # The slot pool (what a GPU serves on) holds a fixed number of positions a sequence,
+        # fewer than a long-context model's window (engine.runner.MAX_POOL_POSITIONS): a
+        # request that outgrew it would fail its whole batch's step, so it is refused at submit.
+        self.max_sequence_length = sequence_limit(self.target)
+        context = getattr(target.config.get_text_config(), "max_position_embeddings", None)
+        # What a sequence (prompt plus new tokens) may hold here: the model's window, capped by
+        # the pool's. The HTTP server advertises and checks this one.
+        self.max_model_len: int | None = min(
+            (int(limit) for limit in (context, self.max_sequence_length) if limit is not None), default=None
+        )
         self.drafter = (
             BatchDrafter(self.head, self.vocab_size, max_batch_size)
             if self.head is not None and self.speculation.max_tokens > 0
@@ -143,6 +153,13 @@ class ServingEngine:
         if bad:
             raise ValueError(
                 f"prompt contains ids outside the vocabulary 0..{self.vocab_size - 1}: {bad[:5]}"
+            )
+        wanted = len(request.prompt_ids) + request.max_new_tokens
+        if self.max_sequence_length is not None and wanted > self.max_sequence_length:
+            raise ValueError(
+                f"the prompt's {len(request.prompt_ids)} tokens plus max_new_tokens "
+                f"{request.max_new_tokens} exceed the {self.max_sequence_length} positions a "
+                "sequence holds in the serving pool"
             )
         handle = RequestHandle(request, on_event)
         self._queue.put(handle)

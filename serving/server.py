@@ -91,12 +91,16 @@ def start_server(
     )
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        text_config = engine.target.model.config.get_text_config()
+        # The model's window, or on a GPU the slot pool's if that is shorter: a request is
+        # refused up front rather than failing its batch once it outgrows the pool.
+        max_model_len = engine.max_model_len
+        if max_model_len is None:
+            raise ValueError(f"{model_dir}: the model's config names no max_position_embeddings")
         app = create_app(
             engine,
             tokenizer,
             model_name=served_model_name or model_dir.resolve().name,
-            max_model_len=int(text_config.max_position_embeddings),
+            max_model_len=max_model_len,
         )
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
         thread = threading.Thread(target=server.run, name="eaglenest-http", daemon=True)
