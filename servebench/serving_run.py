@@ -1,7 +1,7 @@
 """``serving_benchmark(config) -> ServingReport``: each configuration on its own server, under guidellm.
 
 For each configuration (No EAGLE, Base EAGLE, Trained EAGLE) a server starts with that
-head, serves one warm-up request, then one guidellm run measures every concurrency level
+head, answers its warm-up (servebench/warm_up.py), then one guidellm run measures every concurrency level
 while a poller reads the server's speculative-decoding counters; the server stops before
 the next configuration starts, so the two never share the CPU. Every configuration gets
 the same prompt file.
@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from transformers import AutoTokenizer
 
 from servebench.guidellm_run import (
@@ -27,16 +26,15 @@ from servebench.guidellm_run import (
 )
 from servebench.prompts import chat_prompt_texts, write_guidellm_data
 from servebench.recommendation import no_eagle_reference, recommend
-from servebench.servers import VLLM_MAX_MODEL_LEN, RunningServer, ServerSpec, serve, serve_in_process
+from servebench.servers import VLLM_MAX_MODEL_LEN, ServerSpec, serve, serve_in_process
 from servebench.serving_config import BenchmarkConfiguration, ServingBenchmarkConfig
 from servebench.serving_report import ServingReport, ServingRow
 from servebench.spec_metrics import PREFIXES, CounterPoller, SpecCounters
 from servebench.vllm_cpu.venv import VllmVenv, ensure_vllm_venv
+from servebench.warm_up import on_a_gpu, warm_up, warm_up_requests
 from trainer.data.loader import load_conversations
 
 logger = logging.getLogger(__name__)
-
-WARMUP_TOKENS = 8
 
 
 def serving_benchmark(
@@ -68,7 +66,7 @@ def serving_benchmark(
             config,
             configuration=configuration,
             data_path=data_path,
-            warmup_prompt=texts[0],
+            prompts=texts,
             venv=venv,
             artifacts=artifacts,
         )
@@ -125,7 +123,7 @@ def _measure(
     *,
     configuration: BenchmarkConfiguration,
     data_path: Path,
-    warmup_prompt: str,
+    prompts: list[str],
     venv: VllmVenv | None,
     artifacts: dict[str, str],
 ) -> list[ServingRow]:
@@ -154,7 +152,11 @@ def _measure(
     )
     with server_context as server:
         artifacts[f"{slug} server log"] = str(server.log_path)
-        _warm_up(server, warmup_prompt)
+        gpu = on_a_gpu(config.device)
+        warm_up(
+            server,
+            warm_up_requests(prompts, gpu=gpu, concurrency=config.concurrency, max_tokens=config.max_tokens),
+        )
         command = guidellm_command(
             target=server.url,
             model_name=server.served_model_name,
@@ -183,19 +185,6 @@ def file_slug(name: str) -> str:
     """A configuration name as part of a file name: "Trained EAGLE (K=3)" -> "trained-eagle-k-3";
     a name may hold anything (a head's path, say), a file name must not hold a slash."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "configuration"
-
-
-def _warm_up(server: RunningServer, prompt: str) -> None:
-    """One short request first: a server's first forward passes are slower than the rest."""
-    body = {
-        "model": server.served_model_name,
-        "prompt": prompt,
-        "max_tokens": WARMUP_TOKENS,
-        "temperature": 0,
-    }
-    response = httpx.post(f"{server.url}/v1/completions", json=body, timeout=120.0)
-    if response.status_code != 200:
-        raise RuntimeError(f"warm-up request to {server.url} failed: {response.status_code} {response.text}")
 
 
 def _row(
