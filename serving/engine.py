@@ -30,7 +30,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -39,20 +39,21 @@ import torch
 from transformers import PreTrainedModel
 
 from engine.cuda_graphs import CAPTURED
+from engine.device_health import device_fault
 from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.drafting.draft import Proposal
 from engine.heads.draft_precision import draft_dtype
 from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
-from engine.sampling import rows_probabilities
 from engine.segments import Segment, SegmentOutput, SequenceCache, ServingTarget
 from engine.serving_targets import sequence_limit, serving_target
 from serving.metrics import EngineMetrics
 from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
+from serving.step_verification import drafted_ids, step_verdicts
 from speculative.decoder import _check_head_fits, _eos_of
 from speculative.sequence import SequenceState
-from speculative.verification import Verdict, greedy_verdicts, read_verdicts, sampled_verdicts
+from speculative.verification import Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +94,7 @@ class ServingEngine:
         eos_token_ids: Iterable[int] | None = None,
         pack_weights: bool | None = None,
         attention: str = "auto",
+        on_device_failure: Callable[[str], None] | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
@@ -141,6 +143,11 @@ class ServingEngine:
         self._queue: queue.Queue[RequestHandle] = queue.Queue()
         self._active: list[_Active] = []
         self._stopping = threading.Event()
+        self._closed = False
+        # Set when a failed step left the device unable to run another (engine.device_health):
+        # the engine stops, /health reports it and ``on_device_failure`` tells the process.
+        self.device_failure: str | None = None
+        self._on_device_failure = on_device_failure
         self._thread = threading.Thread(target=self._run, name="eaglenest-engine", daemon=True)
         self._thread.start()
 
@@ -148,7 +155,7 @@ class ServingEngine:
 
     def submit(self, request: GenerationRequest, on_event: EventSink | None = None) -> RequestHandle:
         if self._stopping.is_set():
-            raise RuntimeError("the serving engine is closed")
+            raise RuntimeError(self.device_failure or "the serving engine is closed")
         bad = [token for token in request.prompt_ids if not 0 <= token < self.vocab_size]
         if bad:
             raise ValueError(
@@ -177,11 +184,13 @@ class ServingEngine:
         ``serving.http.create_app``, which close over it, in module-level caches. A process that
         serves one model after another (a job's benchmark) would otherwise hold every one of
         them until it exits; on a GPU, a copy of the target per server until memory runs out."""
-        if self._stopping.is_set():  # set here only: closed already
+        if self._closed:
             return
+        self._closed = True
         self._stopping.set()
         self._thread.join()
-        self.target.close()
+        if self.device_failure is None:  # a failed device's frees would raise again: only drop them
+            self.target.close()
         self.drafter = None
         self.head = None
         self._active = []
@@ -211,11 +220,22 @@ class ServingEngine:
                 )
                 for active in self._active:
                     self._finish(active, TokenEvent([], "error", error=f"{type(exc).__name__}: {exc}"))
+                if (fault := device_fault(self.device)) is not None:
+                    self._device_failed(fault)
             self._retire()
+        reason = self.device_failure or "the engine was closed"
         for active in self._active:
-            self._finish(active, TokenEvent([], "cancelled", error="the engine was closed"))
+            self._finish(active, TokenEvent([], "cancelled", error=reason))
         while not self._queue.empty():
-            self._queue.get_nowait().deliver(TokenEvent([], "cancelled", error="the engine was closed"))
+            self._queue.get_nowait().deliver(TokenEvent([], "cancelled", error=reason))
+
+    def _device_failed(self, fault: str) -> None:
+        """Stop for good: the device cannot run another step, so every later request would fail."""
+        self.device_failure = f"the serving device {self.device} failed and runs nothing more ({fault})"
+        logger.error("%s; the engine stops", self.device_failure)
+        self._stopping.set()
+        if self._on_device_failure is not None:
+            self._on_device_failure(self.device_failure)
 
     def _admit(self) -> None:
         """Move queued requests into the batch; waits a little when there is nothing to do."""
@@ -262,13 +282,20 @@ class ServingEngine:
         batch_size = len(self._active)
         k = self.speculation.num_tokens(batch_size) if self.head is not None else 0
         proposals = self._draft(k)
-        drafted = _drafted_ids(proposals)
+        drafted = drafted_ids(proposals)
         segments = [
             self._segment(active, proposal, ids)
             for active, proposal, ids in zip(self._active, proposals, drafted, strict=True)
         ]
         outputs = self.target.forward(segments)
-        verdicts = self._verdicts(proposals, outputs)
+        verdicts = step_verdicts(
+            proposals,
+            outputs,
+            [active.handle.request.sampling for active in self._active],
+            [active.generator for active in self._active],
+            no_drafts=self._no_drafts,
+            vocab_size=self.vocab_size,
+        )
         for active, proposal, ids, output, verdict in zip(
             self._active, proposals, drafted, outputs, verdicts, strict=True
         ):
@@ -281,47 +308,6 @@ class ServingEngine:
             # kernels too.
             drafted_k = max((len(ids) for ids in drafted), default=0)
             self.speculation.observe_step(batch_size, drafted_k, time.perf_counter() - started)
-
-    def _verdicts(self, proposals: list[Proposal | None], outputs: list[SegmentOutput]) -> list[Verdict]:
-        """The verdict of every row (its next token alone when it drafted nothing), greedy rows
-        and sampled rows each decided on the device, read back in one host sync for the batch."""
-        greedy: list[int] = []
-        sampled: list[int] = []
-        for index, active in enumerate(self._active):
-            (greedy if active.handle.request.sampling.greedy else sampled).append(index)
-        drafts = [self._drafts_of(proposal) for proposal in proposals]
-        scored = [
-            output.logits if proposal is not None else output.logits[-1:]
-            for proposal, output in zip(proposals, outputs, strict=True)
-        ]
-        greedy_rows = greedy_verdicts([drafts[row] for row in greedy], [scored[row] for row in greedy])
-        sampled_rows = sampled_verdicts(
-            [drafts[row] for row in sampled],
-            [self._draft_probs_of(proposals[row]) for row in sampled],
-            rows_probabilities(
-                [scored[row] for row in sampled],
-                [self._active[row].handle.request.sampling for row in sampled],
-            ),
-            [self._generator_of(self._active[row]) for row in sampled],
-        )
-        by_row = dict(zip([*greedy, *sampled], read_verdicts(greedy_rows, sampled_rows), strict=True))
-        return [by_row[row] for row in range(len(self._active))]
-
-    def _drafts_of(self, proposal: Proposal | None) -> torch.Tensor:
-        return proposal.token_ids if proposal is not None else self._no_drafts
-
-    def _draft_probs_of(self, proposal: Proposal | None) -> torch.Tensor:
-        if proposal is None:
-            return torch.empty(0, self.vocab_size, device=self.device)
-        if proposal.probs is None:
-            raise RuntimeError("sampled verification needs the draft distributions")
-        return proposal.probs
-
-    @staticmethod
-    def _generator_of(active: _Active) -> torch.Generator:
-        if active.generator is None:
-            raise RuntimeError("a sampled request has no generator")
-        return active.generator
 
     def _draft(self, k: int) -> list[Proposal | None]:
         """Up to ``k`` drafts for every sequence that can take them, in one batch."""
@@ -372,7 +358,7 @@ class ServingEngine:
         output: SegmentOutput,
         verdict: Verdict,
     ) -> None:
-        """Keep what this step decided (``_verdicts``)."""
+        """Keep what this step decided (``step_verdicts``)."""
         if proposal is None:
             if not active.prefilled:
                 self.metrics.prompt_tokens.inc(len(active.sequence.prompt_ids))
@@ -426,17 +412,3 @@ class ServingEngine:
         active.session.close()
         if active.handle.finish_reason is not None:
             self.metrics.requests_finished.labels(finished_reason=active.handle.finish_reason).inc()
-
-
-def _drafted_ids(proposals: list[Proposal | None]) -> list[list[int]]:
-    """Each proposal's drafted ids on the host (the step's segments are host token lists), read
-    back in one sync for the whole batch rather than one per sequence; [] where none."""
-    drafted = [proposal.token_ids for proposal in proposals if proposal is not None]
-    flat: list[int] = torch.cat(drafted).tolist() if drafted else []
-    ids: list[list[int]] = []
-    start = 0
-    for proposal in proposals:
-        count = 0 if proposal is None else int(proposal.token_ids.shape[0])
-        ids.append(flat[start : start + count])
-        start += count
-    return ids

@@ -156,6 +156,8 @@ class _Server:
         def forward(event: TokenEvent) -> None:  # runs on the engine thread
             loop.call_soon_threadsafe(events.put_nowait, event)
 
+        if self.engine.device_failure is not None:
+            raise OpenAIError(self.engine.device_failure, status_code=503)
         handle = self.engine.submit(request, forward)
         try:
             while True:
@@ -267,8 +269,12 @@ def create_app(
         param = ".".join(str(part) for part in first if part != "body") or None
         return OpenAIError("invalid request: " + "; ".join(problems), param=param).response()
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
+    @app.get("/health", response_model=None)
+    async def health() -> dict[str, str] | JSONResponse:
+        # A device that failed for good (engine.device_health) fails every request from then on:
+        # whatever watches /health must see it, not an "ok" from a server that only errs.
+        if engine.device_failure is not None:
+            return JSONResponse({"status": "failed", "error": engine.device_failure}, status_code=503)
         return {"status": "ok"}
 
     @app.get("/v1/models")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 from types import FrameType
 
@@ -55,8 +56,15 @@ def run_serve(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)  # before loading anything: cuda without a GPU fails here
 
     stop = threading.Event()
+    failures: list[str] = []
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    def on_device_failure(reason: str) -> None:
+        # The device runs nothing more: exit non-zero, so an endpoint's supervisor (which
+        # replaces instances that exit) starts a new process, whose CUDA context is fresh.
+        failures.append(reason)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -73,7 +81,11 @@ def run_serve(args: argparse.Namespace) -> int:
         port=args.port,
         served_model_name=args.served_model_name,
         device=device,
+        on_device_failure=on_device_failure,
     ) as url:
         print(f"eaglenest serving on {url}", flush=True)
         stop.wait()
+    if failures:
+        print(f"eaglenest serve: {failures[0]}; exiting", file=sys.stderr, flush=True)
+        return 1
     return 0

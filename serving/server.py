@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -47,6 +47,7 @@ def load_engine(
     max_batch_size: int = 8,
     dtype: torch.dtype | None = None,
     device: torch.device | None = None,
+    on_device_failure: Callable[[str], None] | None = None,
 ) -> ServingEngine:
     """The engine for a target (and head) directory; weights and KV caches on ``device`` (default
     CPU), in ``dtype`` (default: float32 on CPU, bfloat16 on a GPU that supports it)."""
@@ -63,7 +64,9 @@ def load_engine(
     device = device or torch.device("cpu")
     target = load_causal_lm(model_dir, device=device, dtype=dtype or model_dtype(device))
     head = load_head(head_dir, target) if head_dir is not None else None
-    return ServingEngine(target, head, speculation=policy, max_batch_size=max_batch_size)
+    return ServingEngine(
+        target, head, speculation=policy, max_batch_size=max_batch_size, on_device_failure=on_device_failure
+    )
 
 
 @contextmanager
@@ -78,8 +81,13 @@ def start_server(
     port: int = 0,
     served_model_name: str | None = None,
     device: torch.device | None = None,
+    on_device_failure: Callable[[str], None] | None = None,
 ) -> Iterator[str]:
-    """Serve until the block ends; yields the base URL (``port=0`` picks a free port)."""
+    """Serve until the block ends; yields the base URL (``port=0`` picks a free port).
+
+    ``on_device_failure(reason)`` is called (on the engine's thread) when a failed step left the
+    device unable to run another: the server then answers every request, and /health, with 503,
+    and the process should exit so that whatever runs it starts a new one."""
     model_dir = Path(model_dir)
     engine = load_engine(
         model_dir,
@@ -88,6 +96,7 @@ def start_server(
         adaptive=adaptive,
         max_batch_size=max_batch_size,
         device=device,
+        on_device_failure=on_device_failure,
     )
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_dir)

@@ -11,6 +11,7 @@ from transformers import PreTrainedModel
 
 from engine.sampling import SamplingParams, probabilities
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
+from serving import engine as serving_engine
 from speculative.verification import Verdict
 from tests.fixtures.host_syncs import HostReads, counting_host_reads
 from tests.speculative.engine_doubles import random_head, tiny_target
@@ -88,16 +89,16 @@ def test_a_sampled_batch_is_verified_with_one_host_read(monkeypatch: pytest.Monk
     target.generation_config.eos_token_id = None
     reads_per_call: list[int] = []
     reads = HostReads()
-    original = ServingEngine._verdicts
+    original = serving_engine.step_verdicts
 
-    def counted(engine: ServingEngine, *args: Any) -> list[Verdict]:
+    def counted(*args: Any, **kwargs: Any) -> list[Verdict]:
         # The test thread only waits meanwhile: every read counted here is the engine's.
         before = reads.count
-        verdicts = original(engine, *args)
+        verdicts = original(*args, **kwargs)
         reads_per_call.append(reads.count - before)
         return verdicts
 
-    monkeypatch.setattr(ServingEngine, "_verdicts", counted)
+    monkeypatch.setattr(serving_engine, "step_verdicts", counted)
     head = random_head(target)
     with (
         counting_host_reads(monkeypatch, reads),
