@@ -12,11 +12,10 @@ table prints one row and then outlasts its limit.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks.gpu_check_script import run_gpu_check
 
 # Every step but the engine table and the summary is a no-op; the engine table prints a row and
 # hangs until `timeout` stops it.
@@ -49,15 +48,7 @@ def test_a_step_stopped_at_its_limit_keeps_the_rows_it_printed(tmp_path: Path) -
         "DATA_WHEELS": str(tmp_path / "no-wheels"),
         "SPEED_SECONDS": "3",
     }
-    done = subprocess.run(
-        ["bash", str(REPO_ROOT / "scripts" / "gpu-check.sh")],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_gpu_check(env, timeout=120)
     output = done.stdout + done.stderr
     assert "engine speed FAILED or over its time" in output, output[-3000:]
     summary = (out / "summary.md").read_text()

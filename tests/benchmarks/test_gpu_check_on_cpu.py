@@ -11,12 +11,12 @@ them there.
 from __future__ import annotations
 
 import json
-import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.gpu_check_script import REPO_ROOT, run_gpu_check
 from tests.fixtures.gpu_image_env import gpu_image_env
 from worker.shipped_heads import verify_shipped_head
 
@@ -26,7 +26,6 @@ from worker.shipped_heads import verify_shipped_head
 SCRIPT_DEADLINE_S = 840
 pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(SCRIPT_DEADLINE_S + 120)]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # The device tool's limits on what comes back from $OUT.
 MAX_FILES_BACK, MAX_FILE_BYTES = 8, 16 * 1024 * 1024
 
@@ -58,15 +57,7 @@ def test_every_step_runs_and_what_comes_back_fits_the_device_tool(smollm2_dir: P
         "OPENERS": "2",
         "DEADLINE": str(SCRIPT_DEADLINE_S),
     }
-    done = subprocess.run(
-        ["bash", str(REPO_ROOT / "scripts" / "gpu-check.sh")],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=SCRIPT_DEADLINE_S + 60,
-        check=False,
-    )
+    done = run_gpu_check(env, timeout=SCRIPT_DEADLINE_S + 60)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert "FAILED" not in output, output[-4000:]
