@@ -39,7 +39,7 @@ from engine.transfers import int_tables_to
 from speculative.phase_clock import PhaseClock
 from speculative.result import GenerationResult
 from speculative.sequence import SequenceState
-from speculative.verification import Verdict, verify_greedy, verify_sampled
+from speculative.verification import greedy_verdicts, read_verdict_and_drafts, sampled_verdicts
 
 logger = logging.getLogger(__name__)
 
@@ -246,9 +246,12 @@ class SpeculativeDecoder:
         run.clock.mark()  # verification starts
         candidates = torch.cat([self._ids([sequence.last_token])[0], proposal.token_ids])
         output = target.forward(candidates.unsqueeze(0), logits_to_keep=num_drafts + 1)
-        verdict = self._verify(proposal.token_ids, proposal.probs, output.logits, run.params, run.generator)
+        verdict, accepted_ids = read_verdict_and_drafts(
+            self._verify(proposal.token_ids, proposal.probs, output.logits, run.params, run.generator),
+            proposal.token_ids,
+        )
         target.rollback(num_drafts - verdict.accepted)
-        sequence.emit([*proposal.token_ids[: verdict.accepted].tolist(), verdict.next_token])
+        sequence.emit([*accepted_ids, verdict.next_token])
         result.accepted_per_step.append(verdict.accepted)
         result.proposed_per_step.append(num_drafts)
         result.verified_tokens += num_drafts + 1
@@ -299,12 +302,14 @@ class SpeculativeDecoder:
         target_logits: torch.Tensor,
         params: SamplingParams,
         generator: torch.Generator | None,
-    ) -> Verdict:
+    ) -> torch.Tensor:
+        """The round's verdict [1, 2] on the device, read back with the drafts it accepts."""
         if params.greedy:
-            return verify_greedy(draft_ids, target_logits)
+            return greedy_verdicts([draft_ids], [target_logits])
         if draft_probs is None or generator is None:
             raise RuntimeError("sampled verification needs the draft distributions and a generator")
-        return verify_sampled(draft_ids, draft_probs, probabilities(target_logits, params), generator)
+        target_probs = probabilities(target_logits, params)
+        return sampled_verdicts([draft_ids], [draft_probs], [target_probs], [generator])
 
     @staticmethod
     def _pick(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:

@@ -207,6 +207,14 @@ def read_verdicts(*verdicts: torch.Tensor) -> list[Verdict]:
     return [Verdict(accepted=int(count), next_token=int(token)) for count, token in pairs]
 
 
+def read_verdict_and_drafts(verdict: torch.Tensor, draft_ids: torch.Tensor) -> tuple[Verdict, list[int]]:
+    """One row's verdict [1, 2] and the drafts it accepts, of ``draft_ids`` [K], in one host
+    sync: read apart, the accepted drafts would cost the batch-1 decoder a second sync a round."""
+    values: list[int] = torch.cat([verdict.reshape(-1), draft_ids.to(verdict.dtype)]).tolist()
+    accepted, next_token = int(values[0]), int(values[1])
+    return Verdict(accepted=accepted, next_token=next_token), values[2 : 2 + accepted]
+
+
 def _check_rows(draft_ids: Sequence[torch.Tensor], scores: Sequence[torch.Tensor]) -> None:
     """Each row scores its K drafts and the position after them: K + 1 rows of logits or probs."""
     if len(draft_ids) != len(scores):

@@ -7,7 +7,7 @@ import torch
 
 from engine.drafting.tree_draft import TreeShape
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
-from speculative import SpeculativeDecoder
+from speculative import SpeculativeDecoder, verification
 from speculative import decoder as decoder_module
 from tests.speculative.engine_doubles import hf_greedy, parallel_oracle_head, random_head, tiny_target
 
@@ -68,13 +68,14 @@ def test_sampling_verifies_with_the_rejection_sampler(monkeypatch: pytest.Monkey
     head = random_head(target, variant="peagle")
     decoder = SpeculativeDecoder(target, head, num_speculative_tokens=3)
     seen: list[tuple[torch.Tensor, torch.Tensor]] = []
-    real = decoder_module.verify_sampled
+    real = verification.sampled_verdicts
 
-    def spy(draft_ids: torch.Tensor, draft_probs: torch.Tensor, *args: object, **kwargs: object) -> object:
-        seen.append((draft_ids, draft_probs))
-        return real(draft_ids, draft_probs, *args, **kwargs)  # type: ignore[arg-type]
+    def spy(draft_ids: list[torch.Tensor], draft_probs: list[torch.Tensor], *args: object) -> object:
+        (row,) = zip(draft_ids, draft_probs, strict=True)  # batch-1 decoding verifies one row
+        seen.append(row)
+        return real(draft_ids, draft_probs, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(decoder_module, "verify_sampled", spy)
+    monkeypatch.setattr(decoder_module, "sampled_verdicts", spy)
     first = decoder.generate(PROMPT, max_new_tokens=24, temperature=0.9, top_p=0.95, seed=7)
     again = decoder.generate(PROMPT, max_new_tokens=24, temperature=0.9, top_p=0.95, seed=7)
 
