@@ -111,7 +111,9 @@ def load_head(head_dir: Path | str, target_model: PreTrainedModel) -> Eagle3Draf
     t2d = tensors.get("t2d", report.draft_vocab_mask)
     d2t = tensors.get("d2t", eagle2_format.d2t_of(t2d))
     model.set_draft_vocab(d2t.long(), t2d.bool())
-    model.load_target_embeddings(embeddings.float())
+    # copy_ converts as it copies: `.float()` first would make a float32 copy of the whole table on
+    # the target's device (2 GB for a 128k x 4,096 bf16 table on a GPU) only to copy it again.
+    model.load_target_embeddings(embeddings)
     if report.config.variant == "eagle2":
         with torch.no_grad():
             model.lm_head.weight.copy_(output_head(target_model).weight.detach()[t2d.bool()].float())
