@@ -1,9 +1,10 @@
 """Continuous batching over a slot pool, for distillation and prompt writing.
 
 Every busy slot decodes one token per step in one forward ``[rows, 1]``; prompts joining free
-slots are prefilled first, together, as one right-padded forward. Rows leave when they emit a
-stop token or reach ``max_new_tokens``, and the lowest free slot is taken first, so busy slots
-stay packed at the front and a step runs only as many rows as the highest busy slot needs.
+slots are prefilled first, together, as one right-padded forward (on a GPU once an eighth of
+the slots is free: ``JOIN_SHARE``). Rows leave when they emit a stop token or reach
+``max_new_tokens``, and the lowest free slot is taken first, so busy slots stay packed at the
+front and a step runs only as many rows as the highest busy slot needs.
 
 All per-row state lives on the device — lengths, the token to feed, reply tokens, the
 target's greedy choices and the recorded features — so a step's cost does not grow with
@@ -54,6 +55,29 @@ class _Slots:
         self.host_lengths = np.zeros(total, dtype=np.int64)
         self.free = list(range(self.rows))
         self.prefix: list[int] = []
+        self.join_at = rows_per_join(self.rows, device)
+        self.left = 0  # prompts not yet admitted
+
+
+# On a GPU a prefill is an eager forward (a prompt's width is no decode graph's): launch-bound,
+# about 50 kernels a layer (some 1,500 for SmolLM2), several times a replayed decode step. At
+# 256 rows and replies of about 100 tokens, two or three rows end every step, so admitting each
+# as it ends ran such a prefill nearly every step, which alone would take more than a step's
+# budget at 50k tokens/s. Joiners wait there until an eighth of the rows is free: a prefill
+# every dozen steps or so, for about 6 % of the rows idle on average. A CPU's prefill costs its
+# tokens, not launches: it admits a row as soon as its slot is free.
+JOIN_SHARE = 8
+
+
+def rows_per_join(rows: int, device: torch.device) -> int:
+    """Free slots a step waits for before admitting prompts (fewer when fewer prompts wait)."""
+    return max(1, rows // JOIN_SHARE) if device.type == "cuda" else 1
+
+
+def _joining_now(state: _Slots) -> bool:
+    """Whether this step admits waiting prompts: enough free slots for a batch of joiners, or
+    for every prompt still waiting."""
+    return state.left > 0 and len(state.free) >= min(state.join_at, state.left)
 
 
 def _is_stop(chosen: torch.Tensor, stops: torch.Tensor) -> torch.Tensor:
@@ -253,6 +277,7 @@ def _next_joiners(
         if item is None:
             break
         joiners.append((heapq.heappop(state.free), item[0], list(item[1])))
+    state.left -= len(joiners)
     return joiners
 
 
@@ -309,6 +334,7 @@ def generate_batched(
     runner = SlotRunner(model, slots=rows + 1, capacity=capacity, recorder=recorder, graph_rows=rows)
     state = _Slots(runner, stop_ids, max_new_tokens)
     waiting = iter([(i, list(p)) for i, p in enumerate(prompts)])
+    state.left = len(prompts)
     stopped = False
     try:
         if recorder is not None:
@@ -319,10 +345,9 @@ def generate_batched(
             if should_stop():
                 stopped = unfinished(replies)
                 break
-            joiners = _next_joiners(state, waiting)
-            if joiners:
-                _admit(state, sampling, joiners)
-            elif state.free:
+            if _joining_now(state):
+                _admit(state, sampling, _next_joiners(state, waiting))
+            elif state.free and not state.left:
                 _compact(state)
             if not state.host_busy.any():
                 break
