@@ -242,16 +242,20 @@ def _take(state: _Slots, *, cut: bool) -> list[tuple[int, Reply]]:
         return []
     slots = torch.from_numpy(done).to(state.runner.pool.device)
     tokens, argmax = state.tokens[slots].cpu(), state.argmax[slots].cpu()
+    placements = [state.prompt_of[slot] for slot in done.tolist()]
+    assert all(placed is not None for placed in placements)
+    generated = [int(counts[slot]) for slot in done.tolist()]
+    features = state.features.samples(
+        slots, [placed[1] for placed in placements if placed is not None], generated, argmax
+    )
     out: list[tuple[int, Reply]] = []
     for row, slot in enumerate(done.tolist()):
-        placed = state.prompt_of[slot]
+        placed, count = placements[row], generated[row]
         assert placed is not None
-        count = int(counts[slot])
         reply = tokens[row, :count].tolist()
         finished = bool(ended[slot]) and reply[-1] in state.stop_set
         text, stop = (reply[:-1], reply[-1]) if finished else (reply, None)
-        features = state.features.sample(slot, placed[1], count, argmax[row, :count])
-        out.append((placed[0], Reply(tokens=text, stop_token=stop, features=features)))
+        out.append((placed[0], Reply(tokens=text, stop_token=stop, features=features[row])))
         state.prompt_of[slot] = None
         state.host_busy[slot] = False
         heapq.heappush(state.free, slot)

@@ -33,21 +33,31 @@ class FeatureBuffers:
         self.aux[targets, :length] = self.aux[sources, :length]
         self.final[targets, :length] = self.final[sources, :length]
 
-    def sample(
-        self, slot: int, prompt_length: int, generated: int, argmax: torch.Tensor
-    ) -> SampleFeatures | None:
-        """Features of prompt + reply in ``slot``: every fed position's; the last generated
-        token was never fed back, so its row is zeros (no loss reads it: nothing follows it).
-        ``argmax`` [generated]: the target's greedy choice at each generation step, which is
-        what the loss compares the draft with from the prompt's last position on."""
+    def samples(
+        self, slots: torch.Tensor, prompt_lengths: list[int], generated: list[int], argmax: torch.Tensor
+    ) -> list[SampleFeatures | None]:
+        """Features of prompt + reply in each of ``slots`` [N] (on the buffers' device): every
+        fed position's; the last generated token was never fed back, so its row is zeros (no
+        loss reads it: nothing follows it). ``argmax`` [N, >= generated]: the target's greedy
+        choice at each generation step, which is what the loss compares the draft with from the
+        prompt's last position on.
+
+        The rows come back to the host in one copy per buffer, however many rows ended this
+        step: a copy each (two a row) was a device-to-host transfer and sync each, two or three
+        rows ending every step at a GPU's 256 rows."""
         if self.aux is None or self.final is None:
-            return None
-        length = prompt_length + generated
-        aux = self.aux.new_zeros((length, self.aux.shape[-1]), device="cpu")
-        final = self.final.new_zeros((length, self.final.shape[-1]), device="cpu")
-        # Kept in host memory with the sample for the whole run, whatever device recorded them.
-        aux[: length - 1] = self.aux[slot, : length - 1].cpu()
-        final[: length - 1] = self.final[slot, : length - 1].cpu()
-        argmax_ids = torch.zeros(length, dtype=torch.long)
-        argmax_ids[prompt_length - 1 : length - 1] = argmax
-        return SampleFeatures(aux_hidden_states=aux, final_hidden=final, argmax_ids=argmax_ids)
+            return [None] * len(prompt_lengths)
+        lengths = [prompt + count for prompt, count in zip(prompt_lengths, generated, strict=True)]
+        fed = max(lengths) - 1
+        # Kept in host memory with the samples for the whole run, whatever device recorded them.
+        aux_rows, final_rows = self.aux[slots, :fed].cpu(), self.final[slots, :fed].cpu()
+        out: list[SampleFeatures | None] = []
+        for row, (prompt, length) in enumerate(zip(prompt_lengths, lengths, strict=True)):
+            aux = aux_rows.new_zeros((length, aux_rows.shape[-1]))
+            final = final_rows.new_zeros((length, final_rows.shape[-1]))
+            aux[: length - 1] = aux_rows[row, : length - 1]
+            final[: length - 1] = final_rows[row, : length - 1]
+            argmax_ids = torch.zeros(length, dtype=torch.long)
+            argmax_ids[prompt - 1 : length - 1] = argmax[row, : length - prompt]
+            out.append(SampleFeatures(aux_hidden_states=aux, final_hidden=final, argmax_ids=argmax_ids))
+        return out
