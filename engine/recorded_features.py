@@ -6,6 +6,9 @@ import torch
 
 from engine.replies import SampleFeatures
 
+# Ended rows whose features come back in one copy: a step ends two or three at a GPU's 256 rows.
+ROWS_PER_COPY = 16
+
 
 class FeatureBuffers:
     """Aux states [slots, capacity, A] and final hidden [slots, capacity, H], written at the
@@ -48,16 +51,22 @@ class FeatureBuffers:
         if self.aux is None or self.final is None:
             return [None] * len(prompt_lengths)
         lengths = [prompt + count for prompt, count in zip(prompt_lengths, generated, strict=True)]
-        fed = max(lengths) - 1
-        # Kept in host memory with the samples for the whole run, whatever device recorded them.
-        aux_rows, final_rows = self.aux[slots, :fed].cpu(), self.final[slots, :fed].cpu()
         out: list[SampleFeatures | None] = []
-        for row, (prompt, length) in enumerate(zip(prompt_lengths, lengths, strict=True)):
-            aux = aux_rows.new_zeros((length, aux_rows.shape[-1]))
-            final = final_rows.new_zeros((length, final_rows.shape[-1]))
-            aux[: length - 1] = aux_rows[row, : length - 1]
-            final[: length - 1] = final_rows[row, : length - 1]
-            argmax_ids = torch.zeros(length, dtype=torch.long)
-            argmax_ids[prompt - 1 : length - 1] = argmax[row, : length - prompt]
-            out.append(SampleFeatures(aux_hidden_states=aux, final_hidden=final, argmax_ids=argmax_ids))
+        # In groups, so that the gathered copy stays small on the device when every row ends at
+        # once (a run's last step), whatever the model's width and the rows' lengths.
+        for start in range(0, len(lengths), ROWS_PER_COPY):
+            group = range(start, min(start + ROWS_PER_COPY, len(lengths)))
+            fed = max(lengths[row] for row in group) - 1
+            # Kept in host memory with the samples for the run, whatever device recorded them.
+            aux_rows = self.aux[slots[group.start : group.stop], :fed].cpu()
+            final_rows = self.final[slots[group.start : group.stop], :fed].cpu()
+            for row in group:
+                prompt, length, at = prompt_lengths[row], lengths[row], row - group.start
+                aux = aux_rows.new_zeros((length, aux_rows.shape[-1]))
+                final = final_rows.new_zeros((length, final_rows.shape[-1]))
+                aux[: length - 1] = aux_rows[at, : length - 1]
+                final[: length - 1] = final_rows[at, : length - 1]
+                argmax_ids = torch.zeros(length, dtype=torch.long)
+                argmax_ids[prompt - 1 : length - 1] = argmax[row, : length - prompt]
+                out.append(SampleFeatures(aux_hidden_states=aux, final_hidden=final, argmax_ids=argmax_ids))
         return out

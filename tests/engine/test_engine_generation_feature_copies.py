@@ -10,7 +10,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from engine.generation import generate_batched
-from engine.packed_generation import Recording
+from engine.packed_generation import Recording, generate_packed
 from engine.sampling import SamplingParams
 from trainer.models.tiny import build_tiny_target
 
@@ -53,3 +53,32 @@ def _copies_when_every_row_ends_at_once(rows: int) -> int:
 
 def test_the_copies_back_do_not_grow_with_the_rows_that_end() -> None:
     assert _copies_when_every_row_ends_at_once(12) == _copies_when_every_row_ends_at_once(3)
+
+
+def test_rows_ending_together_in_more_than_one_copy_keep_their_own_features() -> None:
+    """20 rows end at once, beyond one copy's 16: each reply's features are still its own (the
+    exact path's, which runs every prompt by itself)."""
+    target = build_tiny_target("LlamaForCausalLM", vocab_size=VOCAB)
+    prompts = [[10 + row, 20 + row % 7, 30 + row % 5][: 2 + row % 2] for row in range(20)]
+    options: dict[str, Any] = {
+        "stop_ids": [NEVER],
+        "max_new_tokens": 4,
+        "sampling": SamplingParams(temperature=0.0, top_p=1.0),
+    }
+    exact, _ = generate_packed(target, prompts, recording=RECORDING, batch_size=20, **options)
+    batched, _ = generate_batched(
+        target, prompts, recorder=RECORDING.recorder(target), batch_size=20, **options
+    )
+    for expected, reply in zip(exact, batched, strict=True):
+        assert expected is not None
+        assert expected.features is not None
+        assert reply is not None
+        assert reply.features is not None
+        assert reply.tokens == expected.tokens
+        torch.testing.assert_close(
+            reply.features.aux_hidden_states, expected.features.aux_hidden_states, atol=1e-4, rtol=1e-4
+        )
+        torch.testing.assert_close(
+            reply.features.final_hidden, expected.features.final_hidden, atol=1e-4, rtol=1e-4
+        )
+        assert torch.equal(reply.features.argmax_ids, expected.features.argmax_ids)
