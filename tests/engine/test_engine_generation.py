@@ -14,6 +14,7 @@ from engine.kv_pool import SlotKVPool, pool_dtype
 from engine.packed_generation import Recording, generate_packed
 from engine.replies import Reply
 from engine.sampling import SamplingParams
+from tests.engine.reply_checks import assert_same_replies_and_features
 from trainer.models.tiny import build_tiny_target
 
 VOCAB = 96
@@ -195,20 +196,7 @@ def test_recorded_features_match_the_exact_path(target: PreTrainedModel) -> None
     batched, _ = generate_batched(
         target, prompts, recorder=RECORDING.recorder(target), shared_prefix=prefix, **options
     )
-    for expected, reply in zip(exact, batched, strict=True):
-        assert expected is not None
-        assert reply is not None
-        assert expected.features is not None
-        assert reply.features is not None
-        assert reply.tokens == expected.tokens
-        # Another batch shape: equal up to the last bits.
-        torch.testing.assert_close(
-            reply.features.aux_hidden_states, expected.features.aux_hidden_states, atol=1e-4, rtol=1e-4
-        )
-        torch.testing.assert_close(
-            reply.features.final_hidden, expected.features.final_hidden, atol=1e-4, rtol=1e-4
-        )
-        assert torch.equal(reply.features.argmax_ids, expected.features.argmax_ids)
+    assert_same_replies_and_features(exact, batched)
 
 
 def test_sampled_replies_follow_the_seed_and_stay_in_the_vocabulary(target: PreTrainedModel) -> None:

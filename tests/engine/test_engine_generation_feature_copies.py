@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from engine.generation import generate_batched
 from engine.packed_generation import Recording, generate_packed
 from engine.sampling import SamplingParams
+from tests.engine.reply_checks import assert_same_replies_and_features
+from tests.fixtures.torch_calls import CountingCalls
 from trainer.models.tiny import build_tiny_target
 
 VOCAB = 96
@@ -19,24 +20,11 @@ NEVER = VOCAB - 1  # a stop id the tiny target is never asked to stop on
 RECORDING = Recording(layers=[0, 1, 2], dtypes=(torch.float32, torch.float32))
 
 
-class _HostCopies(TorchFunctionMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(
-        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
-    ) -> Any:
-        if func is torch.Tensor.cpu:
-            self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
 def _copies_when_every_row_ends_at_once(rows: int) -> int:
     target = build_tiny_target("LlamaForCausalLM", vocab_size=VOCAB)
     # Prompts of one length and no stop: every row ends at the same step, after 4 tokens.
     prompts = [[10 + row, 20 + row, 30 + row] for row in range(rows)]
-    with _HostCopies() as copies:
+    with CountingCalls(lambda func, args, kwargs: func is torch.Tensor.cpu) as copies:
         replies, _ = generate_batched(
             target,
             prompts,
@@ -69,16 +57,4 @@ def test_rows_ending_together_in_more_than_one_copy_keep_their_own_features() ->
     batched, _ = generate_batched(
         target, prompts, recorder=RECORDING.recorder(target), batch_size=20, **options
     )
-    for expected, reply in zip(exact, batched, strict=True):
-        assert expected is not None
-        assert expected.features is not None
-        assert reply is not None
-        assert reply.features is not None
-        assert reply.tokens == expected.tokens
-        torch.testing.assert_close(
-            reply.features.aux_hidden_states, expected.features.aux_hidden_states, atol=1e-4, rtol=1e-4
-        )
-        torch.testing.assert_close(
-            reply.features.final_hidden, expected.features.final_hidden, atol=1e-4, rtol=1e-4
-        )
-        assert torch.equal(reply.features.argmax_ids, expected.features.argmax_ids)
+    assert_same_replies_and_features(exact, batched)

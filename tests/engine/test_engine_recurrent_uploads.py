@@ -13,28 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from engine.recurrent_target import RecurrentTarget
 from engine.segments import Segment
+from tests.fixtures.torch_calls import CountingCalls
 from tests.speculative.engine_doubles import tiny_target
 
 
-class _PageableUploads(TorchFunctionMode):
-    """Counts tensors built from Python data straight onto a device (``torch.tensor(...,
-    device=...)``): a pageable host-to-device copy, a stream sync on CUDA."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(
-        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
-    ) -> Any:
-        kwargs = kwargs or {}
-        if func is torch.tensor and kwargs.get("device") is not None:
-            self.count += 1
-        return func(*args, **kwargs)
+def _pageable_upload(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """A tensor built from Python data straight onto a device (``torch.tensor(..., device=...)``):
+    a pageable host-to-device copy, a stream sync on CUDA."""
+    return func is torch.tensor and kwargs.get("device") is not None
 
 
 @torch.inference_mode()
@@ -43,7 +32,7 @@ def test_a_recurrent_step_uploads_no_token_ids_from_pageable_memory() -> None:
     target = RecurrentTarget(model, None)
     caches = [target.new_cache() for _ in range(3)]
     target.forward([Segment(cache, [5, 17, 33, 8 + row], keep=1) for row, cache in enumerate(caches)])
-    with _PageableUploads() as uploads:
+    with CountingCalls(_pageable_upload) as uploads:
         # A verification of three sequences, then the rollback of one's rejected drafts.
         outputs = target.forward([Segment(cache, [9, 10, 11], keep=3) for cache in caches])
         caches[0].crop(caches[0].length - 2)

@@ -8,33 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from engine.capture import input_embedding_weight
 from engine.heads.config import Eagle3HeadConfig
 from engine.heads.export import export_head, load_head
 from engine.heads.model import Eagle3DraftModel
+from tests.fixtures.torch_calls import CountingCalls
 from trainer.models.tiny import build_tiny_target
 
 VOCAB = 300
-
-
-class _WholeTableCasts(TorchFunctionMode):
-    """Records casts (``.float()``, ``.to(dtype)``) of a tensor shaped like the embedding table."""
-
-    def __init__(self, shape: torch.Size) -> None:
-        super().__init__()
-        self.shape = shape
-        self.casts: list[str] = []
-
-    def __torch_function__(
-        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
-    ) -> Any:
-        kwargs = kwargs or {}
-        casting = func in {torch.Tensor.float, torch.Tensor.to}
-        if casting and args and isinstance(args[0], torch.Tensor) and args[0].shape == self.shape:
-            self.casts.append(getattr(func, "__name__", str(func)))
-        return func(*args, **kwargs)
 
 
 def test_a_bfloat16_targets_table_is_copied_in_without_a_float32_copy(tmp_path: Path) -> None:
@@ -47,9 +29,13 @@ def test_a_bfloat16_targets_table_is_copied_in_without_a_float32_copy(tmp_path: 
     bf16_target = torch.nn.Module.to(copy.deepcopy(target), torch.bfloat16)
     table = input_embedding_weight(bf16_target)
 
-    with _WholeTableCasts(table.shape) as casts:
+    def whole_table_cast(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        casting = func in {torch.Tensor.float, torch.Tensor.to}
+        return casting and bool(args) and isinstance(args[0], torch.Tensor) and args[0].shape == table.shape
+
+    with CountingCalls(whole_table_cast) as casts:
         loaded = load_head(head_dir, bf16_target)
 
-    assert casts.casts == []
+    assert casts.count == 0
     assert loaded.embed_tokens.weight.dtype == torch.float32
     assert torch.equal(loaded.embed_tokens.weight, table.float())

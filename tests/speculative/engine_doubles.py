@@ -18,6 +18,7 @@ from engine.heads.config import DraftVariant, Eagle3HeadConfig
 from engine.heads.export import new_head
 from engine.heads.model import DraftKVCache, Eagle3DraftModel
 from engine.heads.peagle import PEagleDraftModel, PEagleHeadConfig
+from speculative import SpeculativeDecoder
 from trainer.models.tiny import build_tiny_target
 
 ARCHITECTURES = [
@@ -134,3 +135,15 @@ def hf_greedy(target: PreTrainedModel, prompt: list[int], max_new_tokens: int) -
             pad_token_id=target.config.pad_token_id,
         )
     return [int(token) for token in output[0, len(prompt) :]]
+
+
+def random_head_decoder(target: PreTrainedModel) -> SpeculativeDecoder:
+    """K=3 on the slot pool with a random head: nearly every draft is rejected and rolled back."""
+    return SpeculativeDecoder(
+        target,
+        random_head(target),
+        num_speculative_tokens=3,
+        eos_token_ids=[],
+        slot_pool=True,
+        pack_weights=False,
+    )

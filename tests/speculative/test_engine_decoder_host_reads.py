@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from speculative import SpeculativeDecoder
 from tests.fixtures.host_syncs import counting_host_reads
-from tests.speculative.engine_doubles import random_head, tiny_target
+from tests.speculative.engine_doubles import random_head_decoder, tiny_target
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9]
 
@@ -21,14 +20,7 @@ def test_a_speculative_round_reads_the_device_back_once(
     monkeypatch: pytest.MonkeyPatch, temperature: float
 ) -> None:
     target = tiny_target("LlamaForCausalLM")
-    decoder = SpeculativeDecoder(
-        target,
-        random_head(target),
-        num_speculative_tokens=3,
-        eos_token_ids=[],
-        slot_pool=True,
-        pack_weights=False,
-    )
+    decoder = random_head_decoder(target)
     with counting_host_reads(monkeypatch) as reads:
         result = decoder.generate(PROMPT, max_new_tokens=20, temperature=temperature, seed=3)
 

@@ -4,27 +4,14 @@ greedy output agree with transformers' greedy decoding; rejected drafts roll bac
 from __future__ import annotations
 
 import pytest
-from transformers import PreTrainedModel
 
 from engine.drafting.batch_draft import SlotDrafter
 from engine.drafting.tree_draft import TreeShape
 from engine.slot_target_runner import SlotTargetRunner
 from speculative import SpeculativeDecoder
-from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
+from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head_decoder, tiny_target
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9]
-
-
-def random_head_decoder(target: PreTrainedModel) -> SpeculativeDecoder:
-    """K=3 on the slot pool with a random head: nearly every draft is rejected and rolled back."""
-    return SpeculativeDecoder(
-        target,
-        random_head(target),
-        num_speculative_tokens=3,
-        eos_token_ids=[],
-        slot_pool=True,
-        pack_weights=False,
-    )
 
 
 def agreement(ours: list[int], reference: list[int]) -> float:

@@ -16,16 +16,7 @@ from trainer import distil
 from trainer.config import TrainConfig
 from trainer.data.schema import Conversation, Message
 from trainer.eagle.distillation import DistilledChunks
-from trainer.models.tiny import build_tiny_target, build_tiny_tokenizer
 from trainer.train import load_target
-
-
-@pytest.fixture
-def tiny_model_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "model"
-    build_tiny_target("LlamaForCausalLM", vocab_size=259).save_pretrained(directory)
-    build_tiny_tokenizer().save_pretrained(directory)
-    return directory
 
 
 def _watched_targets(monkeypatch: pytest.MonkeyPatch) -> list[weakref.ref[PreTrainedModel]]:
@@ -43,10 +34,10 @@ def _watched_targets(monkeypatch: pytest.MonkeyPatch) -> list[weakref.ref[PreTra
 
 
 def test_a_shard_lets_the_float32_target_go_before_it_distils(
-    tiny_model_dir: Path, chat_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_llama_dir: Path, chat_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = TrainConfig(
-        model_dir=tiny_model_dir, data_paths=[chat_data], out_dir=tmp_path / "run", compute_dtype="bfloat16"
+        model_dir=tiny_llama_dir, data_paths=[chat_data], out_dir=tmp_path / "run", compute_dtype="bfloat16"
     )
     loaded = _watched_targets(monkeypatch)
     alive_while_distilling: list[bool] = []
@@ -73,10 +64,10 @@ def test_a_shard_lets_the_float32_target_go_before_it_distils(
 
 
 def test_the_plan_writes_prompts_without_the_float32_target(
-    tiny_model_dir: Path, chat_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_llama_dir: Path, chat_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = TrainConfig(
-        model_dir=tiny_model_dir,
+        model_dir=tiny_llama_dir,
         data_paths=[chat_data],
         out_dir=tmp_path / "run",
         compute_dtype="bfloat16",
