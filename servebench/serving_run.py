@@ -31,8 +31,9 @@ from servebench.serving_config import BenchmarkConfiguration, ServingBenchmarkCo
 from servebench.serving_report import ServingReport, ServingRow
 from servebench.spec_metrics import PREFIXES, CounterPoller, SpecCounters
 from servebench.vllm_cpu.venv import VllmVenv, ensure_vllm_venv
-from servebench.warm_up import on_a_gpu, warm_up, warm_up_requests
+from servebench.warm_up import warm_up, warm_up_requests
 from trainer.data.loader import load_conversations
+from trainer.device import device_type
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ def _measure(
     )
     with server_context as server:
         artifacts[f"{slug} server log"] = str(server.log_path)
-        gpu = on_a_gpu(config.device)
+        gpu = device_type(config.device) == "cuda"
         warm_up(
             server,
             warm_up_requests(prompts, gpu=gpu, concurrency=config.concurrency, max_tokens=config.max_tokens),

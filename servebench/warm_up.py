@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
-import torch
 
 from servebench.servers import RunningServer
 
@@ -31,11 +30,6 @@ TIMEOUT_SECONDS = 600.0  # generous: a GPU's first captures, or a slow CPU's fir
 class WarmUpRequest:
     prompt: str
     max_tokens: int
-
-
-def on_a_gpu(device: str) -> bool:
-    """Whether a server started with ``--device device`` runs on a GPU here."""
-    return device == "cuda" or (device == "auto" and torch.cuda.is_available())
 
 
 def warm_up_requests(

@@ -17,16 +17,23 @@ DeviceName = Literal["auto", "cpu", "cuda"]
 DEVICE_NAMES: tuple[str, ...] = get_args(DeviceName)
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` is the GPU when torch sees one, else the CPU; ``cuda`` without a GPU is an error."""
-    if name == "cpu":
-        return torch.device("cpu")
+def device_type(name: str) -> str:
+    """What ``name`` runs on here, ``cpu`` or ``cuda``, without asking for it to be there:
+    ``auto`` is ``cuda`` when torch sees a GPU, and ``cuda`` stays ``cuda`` without one (a run
+    there fails, saying so: ``resolve_device``)."""
     if name not in DEVICE_NAMES:
         raise ValueError(f"device must be one of {', '.join(DEVICE_NAMES)}, got {name!r}")
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` is the GPU when torch sees one, else the CPU; ``cuda`` without a GPU is an error."""
+    if device_type(name) == "cpu":
+        return torch.device("cpu")
     if torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
-    if name == "auto":
-        return torch.device("cpu")
     raise ValueError(
         f"device cuda: torch {torch.__version__} sees no CUDA GPU (torch.cuda.is_available() is false: "
         "no GPU, no driver, or a CPU-only torch build); use device cpu or auto"

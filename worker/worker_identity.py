@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import socket
 
-import torch
 from pydantic import BaseModel
+
+from trainer.device import device_type
 
 
 class WorkerIdentity(BaseModel):
@@ -17,15 +18,8 @@ class WorkerIdentity(BaseModel):
     device: str
 
 
-def running_device(device_setting: str) -> str:
-    """The device a worker set to ``device_setting`` (its EAGLENEST_DEVICE) runs its jobs on:
-    ``cpu`` stays on the CPU even where torch sees a GPU, ``auto`` takes the GPU when there is
-    one, and ``cuda`` is the GPU (a job there fails, saying so, if the worker has none)."""
-    if device_setting == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device_setting
-
-
 def current_worker(device_setting: str) -> WorkerIdentity:
-    device = running_device(device_setting)
+    """This process, on the device its EAGLENEST_DEVICE runs jobs on (``cpu`` stays the CPU
+    even where torch sees a GPU)."""
+    device = device_type(device_setting)
     return WorkerIdentity(hostname=socket.gethostname(), pid=os.getpid(), device=device)

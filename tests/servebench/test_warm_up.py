@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from servebench.servers import RunningServer
-from servebench.warm_up import SHORT_TOKENS, on_a_gpu, warm_up, warm_up_requests
+from servebench.warm_up import SHORT_TOKENS, warm_up, warm_up_requests
 
 PROMPTS = ["first prompt", "second prompt", "third prompt"]
 
@@ -102,10 +101,3 @@ def test_a_failed_warm_up_request_is_an_error_naming_the_server(
 def test_no_prompts_is_an_error() -> None:
     with pytest.raises(ValueError, match="at least one prompt"):
         warm_up_requests([], gpu=True, concurrency=[1], max_tokens=16)
-
-
-def test_the_servers_device_decides(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert (on_a_gpu("cuda"), on_a_gpu("auto"), on_a_gpu("cpu")) == (True, False, False)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert (on_a_gpu("auto"), on_a_gpu("cpu")) == (True, False)

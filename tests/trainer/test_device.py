@@ -11,7 +11,7 @@ from serving.server import load_engine
 from tests.trainer.eagle.tiny_data import write_chat_data
 from trainer.cli import USAGE_ERROR, main
 from trainer.config import TrainConfig
-from trainer.device import model_dtype, resolve_device
+from trainer.device import device_type, model_dtype, resolve_device
 from trainer.train import train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -24,6 +24,13 @@ def test_cpu_is_the_cpu_and_auto_is_the_gpu_only_when_there_is_one() -> None:
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(ValueError, match=r"^device must be one of auto, cpu, cuda, got 'tpu'$"):
         resolve_device("tpu")
+
+
+def test_the_device_a_name_runs_on_here_needs_no_gpu_to_be_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert (device_type("cuda"), device_type("auto"), device_type("cpu")) == ("cuda", "cpu", "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert (device_type("auto"), device_type("cpu")) == ("cuda", "cpu")
 
 
 @without_gpu

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from worker.worker_identity import current_worker, running_device
+from trainer.device import device_type
+from worker.worker_identity import current_worker
 
 
 @pytest.mark.parametrize("gpu_seen", [True, False])
@@ -16,5 +17,5 @@ def test_a_cpu_worker_reports_the_cpu_even_where_torch_sees_a_gpu(
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu_seen)
 
     assert current_worker("cpu").device == "cpu"
-    assert running_device("cuda") == "cuda"
-    assert running_device("auto") == ("cuda" if gpu_seen else "cpu")
+    assert device_type("cuda") == "cuda"
+    assert device_type("auto") == ("cuda" if gpu_seen else "cpu")
