@@ -36,7 +36,9 @@ class _Slots:
 
     Slot ``slots`` (one past the rows) holds the shared prefix, which decode steps never reach."""
 
-    def __init__(self, runner: SlotRunner, stop_ids: Sequence[int], max_new_tokens: int) -> None:
+    def __init__(
+        self, runner: SlotRunner, stop_ids: Sequence[int], max_new_tokens: int, *, waiting: int
+    ) -> None:
         self.runner, self.max_new = runner, max_new_tokens
         total, device = runner.pool.slots, runner.pool.device
         self.rows = total - 1
@@ -56,7 +58,7 @@ class _Slots:
         self.free = list(range(self.rows))
         self.prefix: list[int] = []
         self.join_at = rows_per_join(self.rows, device)
-        self.left = 0  # prompts not yet admitted
+        self.left = waiting  # prompts not yet admitted
 
 
 # On a GPU a prefill is an eager forward (a prompt's width is no decode graph's): launch-bound,
@@ -242,16 +244,13 @@ def _take(state: _Slots, *, cut: bool) -> list[tuple[int, Reply]]:
         return []
     slots = torch.from_numpy(done).to(state.runner.pool.device)
     tokens, argmax = state.tokens[slots].cpu(), state.argmax[slots].cpu()
-    placements = [state.prompt_of[slot] for slot in done.tolist()]
-    assert all(placed is not None for placed in placements)
-    generated = [int(counts[slot]) for slot in done.tolist()]
-    features = state.features.samples(
-        slots, [placed[1] for placed in placements if placed is not None], generated, argmax
-    )
+    ended_slots: list[int] = done.tolist()
+    placements = [placed for slot in ended_slots if (placed := state.prompt_of[slot]) is not None]
+    assert len(placements) == len(ended_slots)  # every busy slot holds its prompt's placement
+    generated = [int(counts[slot]) for slot in ended_slots]
+    features = state.features.samples(slots, [placed[1] for placed in placements], generated, argmax)
     out: list[tuple[int, Reply]] = []
-    for row, slot in enumerate(done.tolist()):
-        placed, count = placements[row], generated[row]
-        assert placed is not None
+    for row, (slot, placed, count) in enumerate(zip(ended_slots, placements, generated, strict=True)):
         reply = tokens[row, :count].tolist()
         finished = bool(ended[slot]) and reply[-1] in state.stop_set
         text, stop = (reply[:-1], reply[-1]) if finished else (reply, None)
@@ -336,9 +335,8 @@ def generate_batched(
     rows = min(batch_size, len(prompts))
     capacity = max(len(p) for p in prompts) + max_new_tokens + 1  # + the scratch position
     runner = SlotRunner(model, slots=rows + 1, capacity=capacity, recorder=recorder, graph_rows=rows)
-    state = _Slots(runner, stop_ids, max_new_tokens)
+    state = _Slots(runner, stop_ids, max_new_tokens, waiting=len(prompts))
     waiting = iter([(i, list(p)) for i, p in enumerate(prompts)])
-    state.left = len(prompts)
     stopped = False
     try:
         if recorder is not None:
