@@ -20,13 +20,15 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from servebench.guidellm_process import GuidellmClient, GuidellmCommand
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +70,7 @@ def guidellm_executable() -> str:
     return found
 
 
-def guidellm_command(
+def guidellm_arguments(
     *,
     target: str,
     model_name: str,
@@ -101,8 +103,8 @@ def guidellm_command(
             f"kind=max_duration,seconds={max_seconds_per_level:g}",
         ]
     )
+    """The arguments of ``guidellm`` for one benchmark run (from ``run`` on)."""
     return [
-        guidellm_executable(),
         "run",
         "--backend",
         json.dumps(backend),
@@ -150,12 +152,19 @@ ATTEMPTS_WHEN_NOTHING_MEASURED = 2
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
 
 
-def run_guidellm(command: list[str], log_path: Path, timeout: float | None = None) -> None:
-    """Run guidellm, its output in ``log_path``. A run that failed because a level measured nothing
-    is run again once; the failed run's log is kept beside (``<name>-attempt-1.log``)."""
+def run_guidellm(
+    arguments: list[str],
+    log_path: Path,
+    timeout: float | None = None,
+    client: GuidellmClient | None = None,
+) -> None:
+    """Run ``guidellm <arguments>`` on ``client`` (by default a ``guidellm`` process of its own),
+    its output in ``log_path``. A run that failed because a level measured nothing is run again
+    once; the failed run's log is kept beside (``<name>-attempt-1.log``)."""
+    client = client or GuidellmCommand([guidellm_executable()], guidellm_environment())
     for attempt in range(1, ATTEMPTS_WHEN_NOTHING_MEASURED + 1):
         try:
-            _run_once(command, log_path, timeout)
+            _run_once(client, arguments, log_path, timeout)
             return
         except GuidellmError as error:
             if NOTHING_MEASURED not in str(error) or attempt == ATTEMPTS_WHEN_NOTHING_MEASURED:
@@ -165,22 +174,14 @@ def run_guidellm(command: list[str], log_path: Path, timeout: float | None = Non
             logger.warning("guidellm measured nothing in a level (%s); running it again", kept)
 
 
-def _run_once(command: list[str], log_path: Path, timeout: float | None) -> None:
-    logger.info("running guidellm: %s", " ".join(command))
-    with log_path.open("w") as log:
-        try:
-            completed = subprocess.run(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                check=False,
-                timeout=timeout,
-                env=guidellm_environment(),
-            )
-        except subprocess.TimeoutExpired as error:
-            raise GuidellmError(f"guidellm ran longer than {timeout:.0f}s; see {log_path}") from error
-    if completed.returncode != 0:
-        raise GuidellmError(failure_message(completed.returncode, log_path))
+def _run_once(client: GuidellmClient, arguments: list[str], log_path: Path, timeout: float | None) -> None:
+    logger.info("running guidellm: %s", shlex.join(["guidellm", *arguments]))
+    try:
+        returncode = client.run(arguments, log_path, timeout)
+    except TimeoutError as error:
+        raise GuidellmError(f"{error}; see {log_path}") from error
+    if returncode != 0:
+        raise GuidellmError(failure_message(returncode, log_path))
 
 
 def failure_message(returncode: int, log_path: Path) -> str:

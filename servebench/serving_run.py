@@ -17,10 +17,12 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
+from servebench.guidellm_process import GuidellmClient, ResidentGuidellm
 from servebench.guidellm_run import (
     GUIDELLM_VERSION,
     LevelResult,
-    guidellm_command,
+    guidellm_arguments,
+    guidellm_environment,
     load_guidellm_report,
     run_guidellm,
 )
@@ -59,21 +61,25 @@ def serving_benchmark(
     stopped = False
     done: list[BenchmarkConfiguration] = []
     configurations = config.measured_configurations()
-    for index, configuration in enumerate(configurations):
-        if should_stop is not None and should_stop():
-            stopped = True
-            break
-        rows += _measure(
-            config,
-            configuration=configuration,
-            data_path=data_path,
-            prompts=texts,
-            venv=venv,
-            artifacts=artifacts,
-        )
-        done.append(configuration)
-        if progress is not None:
-            progress(index + 1, len(configurations))
+    # One guidellm process for every configuration: its imports are paid once.
+    artifacts["guidellm process log"] = str(work / "guidellm-process.log")
+    with ResidentGuidellm(work / "guidellm-process.log", guidellm_environment()) as client:
+        for index, configuration in enumerate(configurations):
+            if should_stop is not None and should_stop():
+                stopped = True
+                break
+            rows += _measure(
+                config,
+                configuration=configuration,
+                data_path=data_path,
+                prompts=texts,
+                venv=venv,
+                artifacts=artifacts,
+                client=client,
+            )
+            done.append(configuration)
+            if progress is not None:
+                progress(index + 1, len(configurations))
     _add_speedups(rows)
     measured = {(row.configuration, row.concurrency) for row in rows}
     unmeasured = [
@@ -127,6 +133,7 @@ def _measure(
     prompts: list[str],
     venv: VllmVenv | None,
     artifacts: dict[str, str],
+    client: GuidellmClient,
 ) -> list[ServingRow]:
     k = config.speculative_tokens(configuration)
     spec = ServerSpec(
@@ -158,7 +165,7 @@ def _measure(
             server,
             warm_up_requests(prompts, gpu=gpu, concurrency=config.concurrency, max_tokens=config.max_tokens),
         )
-        command = guidellm_command(
+        arguments = guidellm_arguments(
             target=server.url,
             model_name=server.served_model_name,
             tokenizer_dir=config.model_dir,
@@ -170,7 +177,7 @@ def _measure(
             stop_at_eos=config.stop_at_eos,
         )
         with CounterPoller(server.url, PREFIXES[config.engine]) as poller:
-            run_guidellm(command, config.work_dir / f"guidellm-{slug}.log")
+            run_guidellm(arguments, config.work_dir / f"guidellm-{slug}.log", client=client)
     artifacts[f"{slug} guidellm"] = str(output_path)
     levels = load_guidellm_report(output_path)
     rows = []

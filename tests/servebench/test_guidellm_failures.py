@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from guidellm.benchmark.schemas import metrics as guidellm_metrics
 
+from servebench.guidellm_process import GuidellmCommand
 from servebench.guidellm_run import NOTHING_MEASURED, GuidellmError, run_guidellm
 
 # The last lines guidellm 0.8.1 printed when a level's time limit ran out before its first request
@@ -27,7 +28,7 @@ ValueError: Cannot compile GenerativeMetrics: {NOTHING_MEASURED}.
 """
 
 
-def _stand_in(tmp_path: Path, failures: list[str]) -> list[str]:
+def _stand_in(tmp_path: Path, failures: list[str]) -> GuidellmCommand:
     """A command standing in for guidellm: run i prints failures[i] and exits 1, then succeeds."""
     script = tmp_path / "stand_in.py"
     script.write_text(
@@ -42,7 +43,7 @@ def _stand_in(tmp_path: Path, failures: list[str]) -> list[str]:
         "    sys.exit(1)\n"
         "print('Benchmarking complete')\n"
     )
-    return [sys.executable, str(script)]
+    return GuidellmCommand([sys.executable, str(script)])
 
 
 def _runs(tmp_path: Path) -> int:
@@ -56,7 +57,7 @@ def test_the_signature_is_the_message_of_the_installed_guidellm() -> None:
 
 def test_a_run_whose_level_measured_nothing_runs_again_and_keeps_the_failed_log(tmp_path: Path) -> None:
     log = tmp_path / "guidellm-plain.log"
-    run_guidellm(_stand_in(tmp_path, [NOTHING_MEASURED_TAIL]), log)
+    run_guidellm([], log, client=_stand_in(tmp_path, [NOTHING_MEASURED_TAIL]))
 
     assert _runs(tmp_path) == 2
     assert "Benchmarking complete" in log.read_text()
@@ -66,7 +67,7 @@ def test_a_run_whose_level_measured_nothing_runs_again_and_keeps_the_failed_log(
 def test_a_second_run_that_measures_nothing_fails_naming_the_cause_first(tmp_path: Path) -> None:
     log = tmp_path / "guidellm-plain.log"
     with pytest.raises(GuidellmError) as raised:
-        run_guidellm(_stand_in(tmp_path, [NOTHING_MEASURED_TAIL, NOTHING_MEASURED_TAIL]), log)
+        run_guidellm([], log, client=_stand_in(tmp_path, [NOTHING_MEASURED_TAIL, NOTHING_MEASURED_TAIL]))
 
     assert _runs(tmp_path) == 2
     first_line = str(raised.value).splitlines()[0]
@@ -81,7 +82,7 @@ def test_any_other_failure_is_not_run_again(tmp_path: Path) -> None:
     log = tmp_path / "guidellm-plain.log"
     tail = 'Traceback (most recent call last):\n  File "x.py", line 1\nhttpx.ConnectError: refused'
     with pytest.raises(GuidellmError, match=r"^guidellm exited with status 1: httpx.ConnectError: refused"):
-        run_guidellm(_stand_in(tmp_path, [tail, tail]), log)
+        run_guidellm([], log, client=_stand_in(tmp_path, [tail, tail]))
 
     assert _runs(tmp_path) == 1
     assert not (tmp_path / "guidellm-plain-attempt-1.log").exists()

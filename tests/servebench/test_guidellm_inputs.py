@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 
 from servebench.guidellm_run import (
     GuidellmError,
-    guidellm_command,
+    guidellm_arguments,
     guidellm_environment,
     parse_guidellm_report,
 )
@@ -26,7 +26,7 @@ from trainer.models.tiny import write_tiny_target
 
 
 def _command(tmp_path: Path, concurrency: list[int], **options: Any) -> list[str]:
-    return guidellm_command(
+    return guidellm_arguments(
         target="http://127.0.0.1:8000",
         model_name="smol",
         tokenizer_dir=tmp_path,

@@ -57,6 +57,8 @@ def test_every_configuration_and_level_gets_guidellm_measurements_and_acceptance
 
     report = serving_benchmark(config)
 
+    # Every configuration's guidellm run went through one guidellm process, started once.
+    assert (tmp_path / "guidellm-process.log").read_text().count("guidellm process ") == 1
     assert [(row.configuration, row.concurrency) for row in report.rows] == [
         ("No EAGLE", 1),
         ("No EAGLE", 2),
