@@ -1,5 +1,5 @@
-"""Where a benchmark's ``guidellm run`` commands run: a ``guidellm`` process each
-(``GuidellmCommand``), or one after another in one long-lived process (``ResidentGuidellm``).
+"""Where a benchmark's ``guidellm run`` commands run: one after another in one long-lived
+process (``ResidentGuidellm``), not a ``guidellm`` process each.
 
 guidellm's imports (torch, transformers, datasets, pandas) cost several CPU-seconds a process:
 on a 2-core AVX2 VM a run of two requests took 12-14 s in its own process, of which about 7 s
@@ -23,6 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Protocol
 
+from servebench.servers import signal_group
+
 # A process asked to stop between runs exits at once; this is for one caught mid-import.
 STOP_GRACE_SECONDS = 5.0
 
@@ -32,28 +34,6 @@ class GuidellmClient(Protocol):
         """Run ``guidellm <arguments>``, everything it prints into ``log_path``, and return its
         exit status; raise ``TimeoutError`` (the run killed) when it takes longer than ``timeout``."""
         ...
-
-
-class GuidellmCommand:
-    """Each run a process of its own: ``executable`` followed by the arguments."""
-
-    def __init__(self, executable: Sequence[str], environment: dict[str, str] | None = None) -> None:
-        self.executable, self.environment = list(executable), environment
-
-    def run(self, arguments: Sequence[str], log_path: Path, timeout: float | None) -> int:
-        with log_path.open("w") as log:
-            try:
-                completed = subprocess.run(
-                    [*self.executable, *arguments],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    check=False,
-                    timeout=timeout,
-                    env=self.environment,
-                )
-            except subprocess.TimeoutExpired as error:
-                raise TimeoutError(f"guidellm ran longer than {timeout:.0f}s") from error
-        return completed.returncode
 
 
 class ResidentGuidellm:
@@ -117,8 +97,7 @@ class ResidentGuidellm:
         with suppress(subprocess.TimeoutExpired):
             process.wait(timeout=STOP_GRACE_SECONDS)
         # The forkserver outlives the driver unless its group is ended too.
-        with suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        signal_group(process.pid, signal.SIGKILL)
         process.wait()
         assert process.stdout is not None
         process.stdout.close()

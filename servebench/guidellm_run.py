@@ -21,14 +21,12 @@ import logging
 import os
 import re
 import shlex
-import shutil
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servebench.guidellm_process import GuidellmClient, GuidellmCommand
+from servebench.guidellm_process import GuidellmClient
 
 logger = logging.getLogger(__name__)
 
@@ -59,17 +57,6 @@ class LevelResult:
     last_request_end: float
 
 
-def guidellm_executable() -> str:
-    """guidellm from this interpreter's environment (the project's venv), else PATH."""
-    beside = Path(sys.executable).with_name("guidellm")
-    if beside.is_file():
-        return str(beside)
-    found = shutil.which("guidellm")
-    if found is None:
-        raise GuidellmError(f"guidellm is not installed: pip install 'guidellm=={GUIDELLM_VERSION}'")
-    return found
-
-
 def guidellm_arguments(
     *,
     target: str,
@@ -82,6 +69,7 @@ def guidellm_arguments(
     max_seconds_per_level: float | None = None,
     stop_at_eos: bool = False,
 ) -> list[str]:
+    """The arguments of ``guidellm`` for one benchmark run (from ``run`` on)."""
     # Without a temperature guidellm sends none: servers sample and acceptance collapses.
     body: dict[str, Any] = {"temperature": 0}
     if stop_at_eos:
@@ -103,7 +91,6 @@ def guidellm_arguments(
             f"kind=max_duration,seconds={max_seconds_per_level:g}",
         ]
     )
-    """The arguments of ``guidellm`` for one benchmark run (from ``run`` on)."""
     return [
         "run",
         "--backend",
@@ -153,15 +140,11 @@ _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\
 
 
 def run_guidellm(
-    arguments: list[str],
-    log_path: Path,
-    timeout: float | None = None,
-    client: GuidellmClient | None = None,
+    arguments: list[str], log_path: Path, *, client: GuidellmClient, timeout: float | None = None
 ) -> None:
-    """Run ``guidellm <arguments>`` on ``client`` (by default a ``guidellm`` process of its own),
-    its output in ``log_path``. A run that failed because a level measured nothing is run again
-    once; the failed run's log is kept beside (``<name>-attempt-1.log``)."""
-    client = client or GuidellmCommand([guidellm_executable()], guidellm_environment())
+    """Run ``guidellm <arguments>`` on ``client``, its output in ``log_path``. A run that failed
+    because a level measured nothing is run again once; the failed run's log is kept beside
+    (``<name>-attempt-1.log``)."""
     for attempt in range(1, ATTEMPTS_WHEN_NOTHING_MEASURED + 1):
         try:
             _run_once(client, arguments, log_path, timeout)

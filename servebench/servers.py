@@ -217,17 +217,18 @@ def _wait_healthy(process: subprocess.Popen[bytes], url: str, log_path: Path, ti
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM to the whole group, then SIGKILL if it lingers: vLLM's engine core is a child."""
     if process.poll() is None:
-        _signal_group(process.pid, signal.SIGTERM)
+        signal_group(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=STOP_GRACE_SECONDS)
         except subprocess.TimeoutExpired:
             logger.warning("server %d ignored SIGTERM for %.0fs; killing it", process.pid, STOP_GRACE_SECONDS)
     # Children can outlive the leader; the group id stays valid while any member lives.
-    _signal_group(process.pid, signal.SIGKILL)
+    signal_group(process.pid, signal.SIGKILL)
     process.wait()
 
 
-def _signal_group(group: int, signal_number: signal.Signals) -> None:
+def signal_group(group: int, signal_number: signal.Signals) -> None:
+    """Send ``signal_number`` to process group ``group``, if any member of it is left."""
     with suppress(ProcessLookupError):
         os.killpg(group, signal_number)
 

@@ -62,8 +62,9 @@ def serving_benchmark(
     done: list[BenchmarkConfiguration] = []
     configurations = config.measured_configurations()
     # One guidellm process for every configuration: its imports are paid once.
-    artifacts["guidellm process log"] = str(work / "guidellm-process.log")
-    with ResidentGuidellm(work / "guidellm-process.log", guidellm_environment()) as client:
+    process_log = work / "guidellm-process.log"
+    artifacts["guidellm process log"] = str(process_log)
+    with ResidentGuidellm(process_log, guidellm_environment()) as client:
         for index, configuration in enumerate(configurations):
             if should_stop is not None and should_stop():
                 stopped = True

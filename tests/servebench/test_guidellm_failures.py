@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from guidellm.benchmark.schemas import metrics as guidellm_metrics
 
-from servebench.guidellm_process import GuidellmCommand
 from servebench.guidellm_run import NOTHING_MEASURED, GuidellmError, run_guidellm
 
 # The last lines guidellm 0.8.1 printed when a level's time limit ran out before its first request
@@ -28,7 +29,19 @@ ValueError: Cannot compile GenerativeMetrics: {NOTHING_MEASURED}.
 """
 
 
-def _stand_in(tmp_path: Path, failures: list[str]) -> GuidellmCommand:
+class _StandIn:
+    """A guidellm client that runs a script instead of guidellm, a process a run."""
+
+    def __init__(self, script: Path) -> None:
+        self.script = script
+
+    def run(self, arguments: Sequence[str], log_path: Path, timeout: float | None) -> int:
+        with log_path.open("w") as log:
+            command = [sys.executable, str(self.script), *arguments]
+            return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+
+
+def _stand_in(tmp_path: Path, failures: list[str]) -> _StandIn:
     """A command standing in for guidellm: run i prints failures[i] and exits 1, then succeeds."""
     script = tmp_path / "stand_in.py"
     script.write_text(
@@ -43,7 +56,7 @@ def _stand_in(tmp_path: Path, failures: list[str]) -> GuidellmCommand:
         "    sys.exit(1)\n"
         "print('Benchmarking complete')\n"
     )
-    return GuidellmCommand([sys.executable, str(script)])
+    return _StandIn(script)
 
 
 def _runs(tmp_path: Path) -> int:
