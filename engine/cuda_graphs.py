@@ -183,7 +183,7 @@ class DecodeGraphs:
         return (
             min(self.max_rows, power_of_two_at_least(rows, 8)),
             width,
-            min(self.runner.pool.capacity, power_of_two_at_least(key_length, 64)),
+            min(self.runner.key_limit, power_of_two_at_least(key_length, 64)),
         )
 
     def run(

@@ -69,6 +69,10 @@ class GenerationRecorder(ScopedHooks):
             )
         yield self._norm.register_forward_hook(self._norm_hook)
 
+    @property
+    def layout(self) -> tuple[object, ...]:
+        return (tuple(self.aux_layer_ids), self._aux_dtype, self._final_dtype)
+
     def take_latest(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The latest forward's aux states [B, T, k*H] and final hidden [B, T, H], forgetting
         everything recorded so far (continuous batching reads each forward as it comes)."""

@@ -27,6 +27,7 @@ from transformers import PreTrainedModel
 from engine.recorded_features import FeatureBuffers
 from engine.replies import FeatureRecorder, Reply
 from engine.runner import SlotRunner, StepOutput, batch_rows_for, key_length_for, pad_rows, padding_groups
+from engine.runner_cache import RunnerCache
 from engine.sampling import SamplingParams, next_tokens
 from engine.transfers import int_tables_to
 
@@ -154,7 +155,7 @@ def _prefill(
         positions,
         at,
         slots=slots,
-        key_length=key_length_for(max(lengths), pool.capacity),
+        key_length=key_length_for(max(lengths), state.runner.key_limit),
     )
     _record(state, output, slots.unsqueeze(1), at)
     last_hidden = output.hidden[torch.arange(len(feeds), device=device), last]
@@ -215,7 +216,7 @@ def _decode(state: _Slots, sampling: SamplingParams) -> None:
         state.feed[:rows].unsqueeze(1),
         lengths.unsqueeze(1),
         at,
-        key_length=key_length_for(int(state.host_lengths[:rows].max()) + 1, pool.capacity),
+        key_length=key_length_for(int(state.host_lengths[:rows].max()) + 1, state.runner.key_limit),
     )
     _record(state, output, torch.arange(rows, device=pool.device).unsqueeze(1), at)
     greedy, chosen = next_tokens(state.runner.logits(output.hidden[:, 0]), sampling)
@@ -319,6 +320,7 @@ def generate_batched(
     should_stop: Callable[[], bool] = lambda: False,
     on_reply: Callable[[int, Reply], None] = lambda index, reply: None,
     shared_prefix: Sequence[int] = (),
+    runners: RunnerCache | None = None,
 ) -> tuple[list[Reply | None], bool]:
     """Each prompt's reply, in input order, and whether ``should_stop`` ended the run.
 
@@ -327,6 +329,8 @@ def generate_batched(
     ``on_reply(index, reply)`` is called as each row ends (rows end out of order). With a
     ``recorder`` (opened and closed here) each reply carries the features of prompt + reply.
     ``shared_prefix`` is run once; a prompt that starts with it copies its keys and features.
+    With ``runners`` the run takes its runner (pool and CUDA graphs) from that cache and leaves
+    it there, detached, for the next call; without, it builds one and closes it.
     """
     check_arguments(prompts, batch_size, max_new_tokens)
     replies: list[Reply | None] = [None] * len(prompts)
@@ -334,11 +338,17 @@ def generate_batched(
         return replies, False
     rows = min(batch_size, len(prompts))
     capacity = max(len(p) for p in prompts) + max_new_tokens + 1  # + the scratch position
-    runner = SlotRunner(model, slots=rows + 1, capacity=capacity, recorder=recorder, graph_rows=rows)
-    state = _Slots(runner, stop_ids, max_new_tokens, waiting=len(prompts))
+    if runners is not None and runners.model is not model:
+        raise ValueError("runners is a cache of another model's runners")
+    runner = (
+        SlotRunner(model, slots=rows + 1, capacity=capacity, recorder=recorder, graph_rows=rows)
+        if runners is None
+        else runners.take(rows=rows, capacity=capacity, recorder=recorder)
+    )
     waiting = iter([(i, list(p)) for i, p in enumerate(prompts)])
     stopped = False
     try:
+        state = _Slots(runner, stop_ids, max_new_tokens, waiting=len(prompts))
         if recorder is not None:
             recorder.__enter__()
         if shared_prefix:
@@ -359,5 +369,5 @@ def generate_batched(
     finally:
         if recorder is not None:
             recorder.__exit__(None, None, None)
-        runner.close()
+        runner.close() if runners is None else runners.give_back(runner)
     return replies, stopped

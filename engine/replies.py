@@ -40,3 +40,9 @@ class FeatureRecorder(Protocol):
     def take_latest(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The latest forward's aux states [B, T, A] and final hidden [B, T, H]."""
         ...
+
+    @property
+    def layout(self) -> tuple[object, ...]:
+        """What the recorded features are (layers, dtypes): two recorders of one layout make the
+        same step outputs, so a CUDA graph captured with one replays for the other."""
+        ...

@@ -62,10 +62,11 @@ class StepOutput:
 
 
 class SlotRunner:
-    """The target switched to slot attention over its own pool, for as long as it is open.
+    """The target switched to slot attention over its own pool, while attached (from creation
+    until ``detach`` or ``close``).
 
-    ``close`` puts the model's attention implementation and linear layers back: later code
-    (``generate``, the training pass) sees the model as it was handed in."""
+    ``detach`` and ``close`` put the model's attention implementation and linear layers back:
+    later code (``generate``, the training pass) sees the model as it was handed in."""
 
     def __init__(
         self,
@@ -86,25 +87,64 @@ class SlotRunner:
         self.decoder = decoder
         self.windows = attention_windows(model)
         self.pool = SlotKVPool(num_decoder_layers(model), slots, capacity, model.device)
+        self._key_limit: int | None = None
         self._previous_attention = model.config._attn_implementation
-        model.set_attn_implementation(SLOT_ATTENTION)
-        # Decode steps over the first ``graph_rows`` slots replay CUDA graphs on a GPU.
+        self._packing = ExitStack()
+        self.attached = False
+        self.head: torch.nn.Module = head
+        # Decode steps over the first ``graph_rows`` slots replay CUDA graphs on a GPU. Captured
+        # lazily, a bucket at a time, and kept while the runner lives: a runner that is
+        # detached and attached again (``engine.runner_cache``) replays them without capturing.
         self.graphs = (
             DecodeGraphs(self, graph_rows)
             if graph_rows is not None and graphs_wanted(self.pool.device, model.config)
             else None
         )
-        # A float32 target on a CPU runs its decode-sized products on packed weights while the
-        # runner is open (engine.packed_linear says what that wins; this path is not bit-exact
-        # with batch-1 decoding anyway). Last, so nothing above can fail with the model changed.
-        self._packing = ExitStack()
-        self._packing.enter_context(small_products_packed(model, max_packed_rows=MAX_PACKED_ROWS))
-        # The head as the model holds it now: packed, where packing applies.
-        self.head: torch.nn.Module = model.get_output_embeddings()  # type: ignore[no-untyped-call]
+        self.attach()  # last, so nothing above can fail with the model changed
 
-    def close(self) -> None:
+    @property
+    def key_limit(self) -> int:
+        """The most keys a step reads: the pool's positions, or fewer where ``limit_keys`` said
+        so. A runner reused by a run that needs fewer positions than its pool holds
+        (``engine.runner_cache``) then reads, and buckets its graphs by, as many keys as a
+        runner of the run's own size would: its replies do not depend on which runner ran it."""
+        return self.pool.capacity if self._key_limit is None else min(self._key_limit, self.pool.capacity)
+
+    def limit_keys(self, positions: int | None) -> None:
+        """Read at most ``positions`` keys a step from now on (None: the whole pool)."""
+        self._key_limit = positions
+
+    def attach(self) -> None:
+        """Switch the model to slot attention over this runner's pool (and, for a float32 target
+        on a CPU, packed decode-sized products); ``__init__`` does it once."""
+        if self.attached:
+            return
+        model = self.model
+        self._previous_attention = model.config._attn_implementation
+        model.set_attn_implementation(SLOT_ATTENTION)
+        try:
+            # A float32 target on a CPU runs its decode-sized products on packed weights while
+            # the runner is attached (engine.packed_linear says what that wins; this path is not
+            # bit-exact with batch-1 decoding anyway).
+            self._packing.enter_context(small_products_packed(model, max_packed_rows=MAX_PACKED_ROWS))
+        except BaseException:
+            model.set_attn_implementation(self._previous_attention)
+            raise
+        # The head as the model holds it now: packed, where packing applies.
+        self.head = model.get_output_embeddings()  # type: ignore[no-untyped-call]
+        self.attached = True
+
+    def detach(self) -> None:
+        """Put the model's attention implementation and linear layers back, keeping the pool
+        and the graphs for a later ``attach``: code in between sees the model as handed in."""
+        if not self.attached:
+            return
         self.model.set_attn_implementation(self._previous_attention)
         self._packing.close()
+        self.attached = False
+
+    def close(self) -> None:
+        self.detach()
         # The graphs point back at this runner: without this cycle broken, the pool and the
         # graphs' memory (GBs on a GPU at 256 rows) would wait for a full garbage collection.
         self.graphs = None

@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 import torch
 
+from engine.cuda_graphs import captures_during
 from engine.drafting.batch_draft import BatchDrafter, DraftRequest
 from engine.generation import generate_batched
 from engine.grouped_attention import grouped_attention
 from engine.packed_generation import Recording
+from engine.replies import Reply
 from engine.runner import SlotRunner
+from engine.runner_cache import RunnerCache
 from engine.sampling import SamplingParams
 from engine.slot_attention import visible_keys
 from engine.transfers import float_tables_to, int_tables_to
@@ -92,6 +95,32 @@ def test_replies_and_features_on_cuda_agree_with_the_cpu() -> None:
     torch.testing.assert_close(
         first_gpu.features.final_hidden, first_cpu.features.final_hidden, atol=1e-3, rtol=1e-3
     )
+
+
+def test_a_reused_runner_replays_its_graphs_and_replies_as_a_fresh_one() -> None:
+    model = build_tiny_target("LlamaForCausalLM", vocab_size=VOCAB).to("cuda")
+    recording = Recording(layers=[0, 1, 2], dtypes=(torch.float32, torch.float32))
+    options = {"stop_ids": [VOCAB + 1], "max_new_tokens": 12, "batch_size": 8, "sampling": GREEDY}
+    calls = [[torch.randint(3, VOCAB, (n,)).tolist() for n in range(1, 30, 2)] for _ in range(2)]
+
+    def run(prompts: list[list[int]], runners: RunnerCache | None) -> tuple[list[Reply | None], int]:
+        with captures_during() as captured:
+            replies, _ = generate_batched(
+                model,
+                prompts,
+                recorder=recording.recorder(model),
+                runners=runners,
+                **options,  # type: ignore[arg-type]
+            )
+        return replies, captured().captures
+
+    fresh = [run(prompts, None) for prompts in calls]
+    with RunnerCache(model) as runners:
+        reused = [run(prompts, runners) for prompts in calls]
+        assert runners.built == 1
+    for (expected, _), (replies, _) in zip(fresh, reused, strict=True):
+        assert [r.tokens for r in replies if r] == [r.tokens for r in expected if r]
+    assert reused[1][1] < fresh[1][1]  # the second call replays the first call's graphs
 
 
 def test_int_and_float_tables_reach_the_gpu_intact() -> None:

@@ -37,6 +37,7 @@ from engine.feature_recorder import GenerationRecorder
 from engine.generation import batching_supported, generate_batched
 from engine.packed_generation import Recording, generate_packed, packing_supported
 from engine.replies import Reply, SampleFeatures
+from engine.runner_cache import RunnerCache
 from engine.sampling import SamplingParams
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import ChatTemplateError, render_chat, user_turn_prefix
@@ -228,6 +229,7 @@ def continue_conversations(
     continuous: bool = True,
     context_loss: bool = False,
     exact: bool = False,
+    runners: RunnerCache | None = None,
 ) -> ContinuationResult:
     """Append the target's reply to each context, up to ``batch_size`` rows at a time.
 
@@ -243,6 +245,8 @@ def continue_conversations(
     recorded during generation (aux states and final hidden in ``feature_dtypes``).
     With ``context_loss`` the loss also covers the context past the chat template's fixed
     opening, labelled with the target's greedy token at each position.
+    ``runners`` keeps the slot pool (and CUDA graphs) of continuous batching over calls: a caller
+    that continues chunk after chunk of the same shape passes one cache to every call.
     """
     stop_ids = stop_token_ids(model, tokenizer)
     was_training = model.training
@@ -274,7 +278,9 @@ def continue_conversations(
                 replies, stopped = generate_packed(model, prompts, recording=recording, **common)
             else:
                 recorder = None if recording is None else recording.recorder(model)
-                replies, stopped = generate_batched(model, prompts, recorder=recorder, **common)
+                replies, stopped = generate_batched(
+                    model, prompts, recorder=recorder, runners=runners, **common
+                )
         else:
             replies, stopped = _continue_in_batches(
                 model,

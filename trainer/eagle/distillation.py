@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from engine.runner_cache import RunnerCache
 from trainer.config import TrainConfig
 from trainer.data.loader import load_conversations
 from trainer.data.regenerate import regenerate_conversations
@@ -125,55 +126,65 @@ def distil_chunks(
     size = size or chunk_size(config, generator.device)
     result = DistilledChunks()
     remaining = iter(conversations)
-    start = 0
-    for number in itertools.count(first_chunk):
-        if should_stop():
-            # Stopped if the last chunk was cut short or something is left: a deadline that
-            # falls just as the last chunk ends leaves a complete run (a shard's plan counts it
-            # done). A stream of prompts checks should_stop() itself: this look ahead writes none.
-            result.stopped = result.stopped or next(remaining, None) is not None
-            break
-        part = list(itertools.islice(remaining, size))
-        if not part:
-            break
-        if starting is not None:
-            starting(start)
+    # One slot pool (and on a GPU its step graphs) for every chunk, not one a chunk.
+    with RunnerCache(generator) as runners:
+        start = 0
+        for number in itertools.count(first_chunk):
+            if should_stop():
+                # Stopped if the last chunk was cut short or something is left: a deadline that
+                # falls just as the last chunk ends leaves a complete run (a shard's plan counts it
+                # done). A stream of prompts checks should_stop() itself: this look ahead writes none.
+                result.stopped = result.stopped or next(remaining, None) is not None
+                break
+            part = list(itertools.islice(remaining, size))
+            if not part:
+                break
+            if starting is not None:
+                starting(start)
 
-        def chunk_progress(done: int, _total: int, start: int = start) -> None:
-            progress(start + done)
+            def chunk_progress(done: int, _total: int, start: int = start) -> None:
+                progress(start + done)
 
-        if config.regenerate_turns == "last":
-            continued, unfit = _continue_last_turns(
-                config, generator, tokenizer, part, number, chunk_progress, should_stop, feature_layers
-            )
-            result.unfit += unfit
-            result.samples.extend(continued.samples)
-            result.reply_from.extend(continued.reply_from)
-            done, tokens, stopped = continued.conversations, continued.generated_tokens, continued.stopped
-        else:
-            fitting = regeneration_order(config, tokenizer, part)
-            result.unfit += len(part) - len(fitting)
-            regenerated = regenerate_conversations(
-                generator,
-                tokenizer,
-                fitting,
-                temperature=config.regenerate_temperature,
-                top_p=config.regenerate_top_p,
-                max_new_tokens=config.regenerate_max_new_tokens,
-                batch_size=config.generation_rows(generator.device),
-                seed=config.seed + number,
-                progress=chunk_progress,
-                should_stop=should_stop,
-            )
-            done, tokens, stopped = (
-                regenerated.conversations,
-                regenerated.generated_tokens,
-                regenerated.stopped,
-            )
-        result.conversations.extend(done)
-        result.generated_tokens += tokens
-        result.stopped = stopped
-        start += len(part)
+            if config.regenerate_turns == "last":
+                continued, unfit = _continue_last_turns(
+                    config,
+                    generator,
+                    tokenizer,
+                    part,
+                    number,
+                    chunk_progress,
+                    should_stop,
+                    feature_layers,
+                    runners,
+                )
+                result.unfit += unfit
+                result.samples.extend(continued.samples)
+                result.reply_from.extend(continued.reply_from)
+                done, tokens, stopped = continued.conversations, continued.generated_tokens, continued.stopped
+            else:
+                fitting = regeneration_order(config, tokenizer, part)
+                result.unfit += len(part) - len(fitting)
+                regenerated = regenerate_conversations(
+                    generator,
+                    tokenizer,
+                    fitting,
+                    temperature=config.regenerate_temperature,
+                    top_p=config.regenerate_top_p,
+                    max_new_tokens=config.regenerate_max_new_tokens,
+                    batch_size=config.generation_rows(generator.device),
+                    seed=config.seed + number,
+                    progress=chunk_progress,
+                    should_stop=should_stop,
+                )
+                done, tokens, stopped = (
+                    regenerated.conversations,
+                    regenerated.generated_tokens,
+                    regenerated.stopped,
+                )
+            result.conversations.extend(done)
+            result.generated_tokens += tokens
+            result.stopped = stopped
+            start += len(part)
     return result
 
 
@@ -246,6 +257,7 @@ def _continue_last_turns(  # noqa: PLR0917 - private helper of distil_chunks
     progress: Callable[[int, int], None],
     should_stop: Callable[[], bool],
     feature_layers: list[int] | None,
+    runners: RunnerCache,
 ) -> tuple[ContinuationResult, int]:
     """One chunk through ``continue_conversations``, shortest prompts first (little padding),
     and how many of its conversations had no context that fits."""
@@ -266,5 +278,6 @@ def _continue_last_turns(  # noqa: PLR0917 - private helper of distil_chunks
             feature_layers=feature_layers,
             feature_dtypes=(FEATURE_DTYPES[config.feature_dtype], final_dtype_for(config.feature_dtype)),
             context_loss=config.context_loss,
+            runners=runners,
         )
     return continued, len(conversations) - len(ordered)

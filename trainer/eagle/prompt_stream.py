@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from engine.runner_cache import RunnerCache
 from trainer.config import TrainConfig
 from trainer.data.schema import Conversation
 from trainer.data.split import content_key
@@ -56,24 +57,29 @@ class PromptStream:
         kept = 0  # prompts the writer kept, those earlier runs answered included
         self.report("writing_prompts", 0, count)
         round_number = 0
-        while kept < count and not self.should_stop():
-            asked = min(chunk_size(self.config, self.generator.device), count - kept)
-            written = self._write_round(seed + round_number, asked, kept, seen)
-            got = len(written.conversations)
-            kept += got
-            fresh = [c for c in written.conversations if content_key(c) not in self.answered]
-            if len(fresh) < got:
-                written.dropped["already_distilled"] += got - len(fresh)
-                written.conversations = fresh
-            self.written.add(written)
-            yield from fresh
-            if written.stopped or got < asked:
-                # Stopped, or the writer gave up on this round (a model that mostly loops:
-                # synthesize_prompts' attempts ran out): a next round would fare no better.
-                return
-            round_number += 1
+        # One slot pool (and its CUDA graphs) for every round, kept while distillation answers
+        # a round's prompts with its own.
+        with RunnerCache(self.generator) as runners:
+            while kept < count and not self.should_stop():
+                asked = min(chunk_size(self.config, self.generator.device), count - kept)
+                written = self._write_round(seed + round_number, asked, kept, seen, runners)
+                got = len(written.conversations)
+                kept += got
+                fresh = [c for c in written.conversations if content_key(c) not in self.answered]
+                if len(fresh) < got:
+                    written.dropped["already_distilled"] += got - len(fresh)
+                    written.conversations = fresh
+                self.written.add(written)
+                yield from fresh
+                if written.stopped or got < asked:
+                    # Stopped, or the writer gave up on this round (a model that mostly loops:
+                    # synthesize_prompts' attempts ran out): a next round would fare no better.
+                    return
+                round_number += 1
 
-    def _write_round(self, seed: int, asked: int, kept_before: int, seen: set[str]) -> SelfInstructResult:
+    def _write_round(
+        self, seed: int, asked: int, kept_before: int, seen: set[str], runners: RunnerCache
+    ) -> SelfInstructResult:
         config = self.config
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -91,6 +97,7 @@ class PromptStream:
                     "writing_prompts", kept_before + done, config.self_instruct_conversations
                 ),
                 seen=seen,
+                runners=runners,
             )
 
     def summary(self) -> dict[str, object]:

@@ -25,6 +25,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from engine.generation import batching_supported, generate_batched
+from engine.runner_cache import RunnerCache
 from engine.sampling import SamplingParams
 from trainer.data.schema import Conversation, Message
 from trainer.eagle.continuation import fixed_opening, generate_replies, stop_token_ids
@@ -111,12 +112,14 @@ def synthesize_prompts(
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], None] = lambda kept: None,
     seen: set[str] | None = None,
+    runners: RunnerCache | None = None,
 ) -> SelfInstructResult:
     """Up to ``count`` distinct user prompts written by ``model`` (sampled: the caller seeds torch).
 
     With ``openings`` (trainer.eagle.prompt_openings), each prompt starts with one drawn at
     random and the target writes the rest. ``seen`` holds the prompts (lowercased words) of
-    earlier calls of the same run, which count as duplicates; it grows with the kept ones."""
+    earlier calls of the same run, which count as duplicates; it grows with the kept ones.
+    ``runners`` keeps continuous batching's slot pool (and CUDA graphs) over rounds and calls."""
     if temperature <= 0:
         raise ValueError("self-instruct prompts must be sampled: temperature > 0 (greedy writes one prompt)")
     prefix = fixed_opening(tokenizer)
@@ -149,6 +152,7 @@ def synthesize_prompts(
                 batch_size,
                 SamplingParams(temperature, top_p),
                 should_stop,
+                runners,
             )
             for opening, first_ids, reply in zip(row_openings, opening_ids, replies, strict=False):
                 if reply is None:
@@ -187,6 +191,7 @@ def _write_prompts(  # noqa: PLR0917 - private helper of synthesize_prompts
     batch_size: int,
     sampling: SamplingParams,
     should_stop: Callable[[], bool],
+    runners: RunnerCache | None,
 ) -> list[tuple[list[int], int | None] | None]:
     """One sampled continuation of ``prefix`` + each row's opening, in row order: (tokens,
     stop token or None when cut), or None for a row never started because of a stop."""
@@ -205,6 +210,7 @@ def _write_prompts(  # noqa: PLR0917 - private helper of synthesize_prompts
             # Every row starts with the template's opening: run it once (a row without a task
             # opening keeps its last token, which picks the row's first sample).
             shared_prefix=prefix[:-1],
+            runners=runners,
         )
         return [None if r is None else (r.tokens, r.stop_token) for r in replies]
     rows = contexts[:batch_size]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 
+from engine.runner_cache import RunnerCache
 from trainer.config import CUDA_GENERATION_ROWS, TrainConfig
 from trainer.data.schema import Conversation, Message
 from trainer.distil import DistillationPlan, ShardOutcome, distil_shard, plan_distillation
@@ -211,3 +212,35 @@ def test_a_stop_that_falls_as_the_last_chunk_ends_leaves_a_complete_shard(
     # Nothing was left when the stop came: the plan must count this shard done, not stopped.
     assert not outcome.stopped
     assert len(outcome.records) == len(one_chunk)
+
+
+def test_a_run_keeps_one_slot_runner_over_its_chunks(
+    tiny_model_dir: Path, chat_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Distillation keeps its slot pool (and, on a GPU, its step graphs) over its chunks, and
+    prompt writing over its rounds, instead of a runner a chunk (records unchanged: the shard
+    tests above compare them with shards' own runners)."""
+    caches: list[RunnerCache] = []
+    takes: dict[int, int] = {}
+    take = RunnerCache.take
+
+    def counted(self: RunnerCache, **kwargs: Any) -> Any:
+        if self not in caches:
+            caches.append(self)
+        takes[id(self)] = takes.get(id(self), 0) + 1
+        return take(self, **kwargs)
+
+    monkeypatch.setattr(RunnerCache, "take", counted)
+    overrides = {
+        "regenerate_turns": "last",
+        "self_instruct_conversations": 20,
+        "self_instruct_max_prompt_tokens": 8,
+    }
+    _one_run(_config(tiny_model_dir, chat_data, tmp_path / "run", **overrides))
+
+    # Prompt writing's cache (the tiny target's prompts all run past the cap, so it writes
+    # round after round until its attempts run out), then distillation's (3 chunks of up to 16).
+    writing, distilling = caches
+    assert takes[id(writing)] > 1
+    assert takes[id(distilling)] == 3
+    assert (writing.built, distilling.built) == (1, 1)
