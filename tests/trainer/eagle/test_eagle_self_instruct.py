@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trainer.config import TrainConfig
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import render_chat, user_turn_prefix
+from trainer.device import bf16_matmuls_native
 from trainer.eagle.data import prepare_data, with_self_instruct
 from trainer.eagle.distilled import generation_settings
 from trainer.eagle.prepared import DataStats
@@ -124,7 +125,10 @@ def test_smollm2_writes_distinct_user_prompts_that_distillation_answers(
     smollm2_dir: Path, tmp_path: Path
 ) -> None:
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
-    model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.bfloat16)
+    # The dtype a job's generator takes here: bf16 only where the CPU multiplies it natively
+    # (on an AVX2-only CPU bf16 ran this test in 110 s, emulated).
+    dtype = torch.bfloat16 if bf16_matmuls_native(torch.device("cpu")) else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=dtype)
     torch.manual_seed(0)
     result = synthesize_prompts(model, tokenizer, 6, max_prompt_tokens=48, batch_size=8)
     assert 0 < len(result.conversations) <= 6
