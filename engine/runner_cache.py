@@ -35,8 +35,10 @@ class RunnerCache:
     its graphs were captured with. Its steps then read only as many keys as the call's own
     runner would (``SlotRunner.limit_keys``), and the rows must be the call's: a run's replies
     do not depend on the runner it got (a shard of a fanned-out job distils a chunk as the
-    whole run does). One that does not fit is closed before the next is built, so two pools
-    never hold memory at once. ``close`` (or leaving ``with``) frees the last one."""
+    whole run does). One that does not fit is closed before the next is built, so a cache never
+    holds two pools. ``close`` (or leaving ``with``) frees the last one. (A run that distils
+    self-instruct prompts keeps two caches, one for writing and one for answering: on a GPU at
+    256 rows the writer's pool is about a third of the answerer's.)"""
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
