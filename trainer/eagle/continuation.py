@@ -32,7 +32,6 @@ from transformers import (
     StoppingCriteriaList,
 )
 
-from engine.capture import output_head
 from engine.feature_recorder import GenerationRecorder
 from engine.generation import batching_supported, generate_batched
 from engine.packed_generation import Recording, generate_packed, packing_supported
@@ -40,7 +39,8 @@ from engine.replies import Reply, SampleFeatures
 from engine.runner_cache import RunnerCache
 from engine.sampling import SamplingParams
 from trainer.data.schema import Conversation, Message
-from trainer.data.tokenize import ChatTemplateError, render_chat, user_turn_prefix
+from trainer.data.tokenize import ChatTemplateError, render_chat
+from trainer.eagle.context_loss import distilled_loss_mask, fixed_opening, label_contexts
 from trainer.eagle.generation_features import FeaturedSample
 
 
@@ -299,40 +299,19 @@ def continue_conversations(
     result = ContinuationResult(
         conversations=[], samples=[], generated_tokens=0, stopped=stopped, cut_at_max_new_tokens=0
     )
+    if context_loss:
+        label_contexts(
+            model,
+            [
+                (max(len(context.prompt_ids) - 1, 0), reply.features)
+                for context, reply in zip(contexts, replies, strict=True)
+                if reply is not None and reply.features is not None
+            ],
+        )
     for context, reply in zip(contexts, replies, strict=True):
         if reply is not None:
-            if context_loss and reply.features is not None:
-                _label_context(model, context, reply.features)
             _append_reply(result, tokenizer, context, reply, opening if context_loss else None)
     return result
-
-
-def fixed_opening(tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """The tokens every rendered conversation starts with: the template's text up to the first
-    user message (a default system prompt included). Learning them teaches the head nothing."""
-    return list(tokenizer(user_turn_prefix(tokenizer), add_special_tokens=False, verbose=False)["input_ids"])
-
-
-def _context_learned_from(prompt: list[int], opening: list[int]) -> int:
-    """The first context position whose token the head learns: past the template's opening."""
-    shared = next(
-        (i for i, (a, b) in enumerate(zip(prompt, opening, strict=False)) if a != b),
-        min(len(prompt), len(opening)),
-    )
-    return max(shared, 1)
-
-
-@torch.inference_mode()
-def _label_context(model: PreTrainedModel, context: Context, features: SampleFeatures) -> None:
-    """Fill the target's greedy next token at the context positions of recorded features, from
-    their final hidden states (the training pass computes it itself for unrecorded samples)."""
-    head = output_head(model)
-    # Positions 0 .. len(prompt)-2 predict the context's own next token; the last context
-    # position already holds the first generation step's argmax.
-    last = len(context.prompt_ids) - 1
-    # The recorded features are kept in host memory; the head is on the target's device (a GPU).
-    hidden = features.final_hidden[:last].to(device=head.weight.device, dtype=head.weight.dtype)
-    features.argmax_ids[:last] = head(hidden).argmax(-1).cpu()
 
 
 def _continue_in_batches(  # noqa: PLR0917 - private; continue_conversations is the entry point
@@ -369,17 +348,6 @@ def _continue_in_batches(  # noqa: PLR0917 - private; continue_conversations is 
             replies[start + offset] = Reply(tokens=tokens, stop_token=stop_token, features=features)
         progress(start + len(batch))
     return replies, False
-
-
-def distilled_loss_mask(prompt_ids: list[int], reply_length: int, opening: list[int] | None) -> list[int]:
-    """Loss bits of a distilled sample: its reply (stop token included) and, given the
-    template's ``opening`` (context_loss), its context past that opening too."""
-    if opening is None:
-        context = [0] * len(prompt_ids)
-    else:
-        learned_from = _context_learned_from(prompt_ids, opening)
-        context = [0] * learned_from + [1] * (len(prompt_ids) - learned_from)
-    return context + [1] * reply_length
 
 
 def _append_reply(

@@ -29,10 +29,7 @@ from trainer.data.tokenize import (
 )
 from trainer.data.writer import write_jsonl
 from trainer.eagle.budget_clock import Clock
-from trainer.eagle.continuation import (
-    distilled_loss_mask,
-    fixed_opening,
-)
+from trainer.eagle.context_loss import distilled_loss_mask, fixed_opening
 from trainer.eagle.distillation import distil_chunks, distilled_records, select_conversations
 from trainer.eagle.distilled import (
     DistilledRecord,

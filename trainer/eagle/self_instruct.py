@@ -28,7 +28,8 @@ from engine.generation import batching_supported, generate_batched
 from engine.runner_cache import RunnerCache
 from engine.sampling import SamplingParams
 from trainer.data.schema import Conversation, Message
-from trainer.eagle.continuation import fixed_opening, generate_replies, stop_token_ids
+from trainer.eagle.context_loss import fixed_opening
+from trainer.eagle.continuation import generate_replies, stop_token_ids
 from trainer.eagle.prompt_openings import draw_openings
 
 SOURCE = "self-instruct"

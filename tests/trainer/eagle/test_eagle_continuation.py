@@ -11,7 +11,7 @@ from transformers.generation.configuration_utils import CompileConfig
 
 from trainer.data.schema import Conversation, Message
 from trainer.data.tokenize import user_turn_prefix
-from trainer.eagle import continuation
+from trainer.eagle import context_loss
 from trainer.eagle.continuation import (
     Context,
     ContinuationResult,
@@ -254,6 +254,64 @@ def test_context_loss_labels_the_context_past_the_templates_opening(
     assert unrecorded.samples[0].features is None
 
 
+class _CountingHead(torch.nn.Module):
+    """The target's lm_head, recording how many positions each call labels."""
+
+    def __init__(self, head: torch.nn.Linear) -> None:
+        super().__init__()
+        self.head = head
+        self.weight = head.weight
+        self.rows: list[int] = []
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        self.rows.append(hidden.shape[0])
+        logits: torch.Tensor = self.head(hidden)
+        return logits
+
+
+def test_a_chunks_contexts_are_labelled_in_full_slabs_across_replies(
+    tokenizer: PreTrainedTokenizerFast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One lm_head call per slab of positions, not one per reply (and one read-back): on a GPU a
+    # chunk of 2,048 replies made 2,048 small calls and waited on each.
+    target = build_tiny_target("LlamaForCausalLM", vocab_size=len(tokenizer))
+    contexts = [
+        context_of(
+            chat(("user", "a question " * (1 + 2 * i)), ("assistant", "x"), ("user", "more")),
+            tokenizer,
+            max_prompt_tokens=200,
+        )
+        for i in range(3)
+    ]
+    assert all(context is not None for context in contexts)
+    head = _CountingHead(target.get_output_embeddings())  # type: ignore[no-untyped-call]
+    monkeypatch.setattr(context_loss, "output_head", lambda model: head)
+    monkeypatch.setattr(context_loss, "LABEL_POSITIONS_PER_CALL", 7)
+    result = continue_conversations(
+        target,
+        tokenizer,
+        [context for context in contexts if context is not None],
+        max_new_tokens=4,
+        batch_size=3,
+        feature_layers=AUX_LAYERS,
+        feature_dtypes=(torch.float32, torch.float32),
+        context_loss=True,
+    )
+    labelled = sum(len(context.prompt_ids) - 1 for context in contexts if context is not None)
+    assert labelled > 3 * 7
+    assert head.rows == [7] * (labelled // 7) + ([labelled % 7] if labelled % 7 else [])
+    teacher = TargetTeacher(
+        target, AUX_LAYERS, draft_target_ids=torch.arange(len(tokenizer)), feature_dtype=torch.float32
+    )
+    for context, sample in zip(contexts, result.samples, strict=True):
+        assert context is not None
+        assert sample.features is not None
+        ids = torch.tensor([sample.input_ids])
+        expected = teacher.features(ids, torch.ones_like(ids)).argmax_ids[0]
+        last = len(context.prompt_ids) - 1
+        assert torch.equal(sample.features.argmax_ids[:last], expected[:last])
+
+
 class _HeadOnAnotherDevice(torch.nn.Module):
     """The target's lm_head as a GPU holds it: on another device than the recorded features,
     which are kept in host memory. The meta device stands in for the GPU; the head records
@@ -275,7 +333,7 @@ def test_context_labels_are_computed_on_the_lm_heads_device(
     # On a GPU, a host tensor into the CUDA lm_head raises (tensors on different devices).
     target = build_tiny_target("LlamaForCausalLM", vocab_size=len(tokenizer))
     head = _HeadOnAnotherDevice(target.get_output_embeddings())  # type: ignore[no-untyped-call]
-    monkeypatch.setattr(continuation, "output_head", lambda model: head)
+    monkeypatch.setattr(context_loss, "output_head", lambda model: head)
     context, result = _continued_with_context_loss(target, tokenizer)
     assert head.input_devices == [torch.device("meta")]
     features = result.samples[0].features

@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 
 from trainer.config import TrainConfig
 from trainer.data.schema import Conversation, Message
-from trainer.eagle.continuation import fixed_opening
+from trainer.eagle.context_loss import fixed_opening
 from trainer.eagle.data import HELDOUT_FILE, prepare_data
 from trainer.eagle.distillation import regeneration_order
 from trainer.eagle.prepared import PreparedData, data_fingerprint, load_prepared, save_prepared
