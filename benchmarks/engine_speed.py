@@ -10,7 +10,9 @@ Rows of the table:
   on a GPU);
 - distillation with features, at each ``--rows``: reply tokens/s and replies/s of
   ``generate_batched`` over the built-in datasets' prompts (greedy, the aux layers recorded as
-  ``trainer train`` records them), with the GPU's mean utilisation while it ran;
+  ``trainer train`` records them), with the GPU's mean utilisation while it ran; at the most
+  rows also with the other schedule (``engine.step_readback``): ended rows read at once on a
+  GPU, whose default reads them a step late, once the next step is queued;
 - the serving engine, 8 concurrent requests: output tokens/s of plain decoding and of EAGLE
   (K=3) with ``--head`` (the shipped head by default; the slot-pool target on CUDA, the exact
   packed target elsewhere);
@@ -159,13 +161,20 @@ class Utilisation:
 
 
 def distillation(
-    model: PreTrainedModel, prompts: list[list[int]], rows: int, tokens: int
+    model: PreTrainedModel, prompts: list[list[int]], rows: int, tokens: int, overlap: bool | None = None
 ) -> tuple[float, float, float | None, int]:
     """Reply tokens/s and replies/s of ``prompts`` at ``rows`` rows, with the GPU's utilisation
     and the graphs the timed run captured (their time left out). As a job's chunks do, the
-    timed run takes the runner a warm-up built (its ``rows`` longest prompts: the same pool)."""
+    timed run takes the runner a warm-up built (its ``rows`` longest prompts: the same pool).
+    ``overlap``: when the host reads a step's ended rows (None: the device's default)."""
     recording = Recording(layers=AUX_LAYERS, dtypes=(torch.bfloat16, torch.float16))
-    options = {"stop_ids": [NEVER], "max_new_tokens": tokens, "batch_size": rows, "sampling": GREEDY}
+    options = {
+        "stop_ids": [NEVER],
+        "max_new_tokens": tokens,
+        "batch_size": rows,
+        "sampling": GREEDY,
+        "overlap": overlap,
+    }
     longest = sorted(prompts, key=len, reverse=True)[:rows]
     with RunnerCache(model) as runners:
         generate_batched(model, longest, recorder=recording.recorder(model), runners=runners, **options)  # type: ignore[arg-type]
@@ -304,9 +313,17 @@ def main() -> None:
             f"| {tokens_per_s:,.0f} reply tokens/s, {replies_per_s:.1f} replies/s, GPU busy {use}, "
             f"{captures} graphs captured after the warm-up's |"
         )
+    # The other schedule at the most rows: ended rows read at once on a GPU (its default reads
+    # them a step late, once the next step is queued), a step late on a CPU.
+    rows, late = max(args.rows), device.type != "cuda"
+    tokens_per_s, _, busy, _ = distillation(model, prompts, rows, args.max_new_tokens, overlap=late)
+    use = "n/a" if busy is None else f"{busy:.0f} %"
+    print(
+        f"| distillation with features, {rows} rows, ended rows read {'a step late' if late else 'at once'} "
+        f"(the other schedule) | {tokens_per_s:,.0f} reply tokens/s, GPU busy {use} |"
+    )
     serving = serving_tokens_per_s(model, prompts, tokens)
     print(f"| serving engine, plain, 8 concurrent, 16 × {tokens} tokens | {serving:,.1f} output tokens/s |")
-    rows = max(args.rows)
     for queries in (1, 4):
         folded, kept = (attention_ms(model, rows, queries, 1024, fold=fold) for fold in (True, False))
         print(

@@ -9,7 +9,8 @@ front and a step runs only as many rows as the highest busy slot needs.
 All per-row state lives on the device — lengths, the token to feed, reply tokens, the
 target's greedy choices and the recorded features — so a step's cost does not grow with
 Python work per row. The one host sync per step reads which rows ended (and their reply
-lengths); only those rows are copied back.
+lengths); only those rows are copied back. On a GPU that read comes a step late, once the next
+step is queued (``engine.step_readback``).
 
 Replies are the target's (greedy or sampled) replies, not bit-equal to batch-1 decoding:
 the batch changes the last bits of each row's logits, which can flip a near-tie argmax.
@@ -29,7 +30,8 @@ from engine.replies import FeatureRecorder, Reply
 from engine.runner import SlotRunner, StepOutput, batch_rows_for, key_length_for, pad_rows, padding_groups
 from engine.runner_cache import RunnerCache
 from engine.sampling import SamplingParams, next_tokens
-from engine.transfers import int_tables_to
+from engine.step_readback import EndedRow, PendingReplies, QueuedSnapshot, SlotSnapshot
+from engine.transfers import CopiesQueued, int_tables_to, to_host
 
 
 class _Slots:
@@ -56,6 +58,7 @@ class _Slots:
         self.prompt_of: list[tuple[int, int] | None] = [None] * total  # (prompt index, prompt length)
         self.host_busy = np.zeros(total, dtype=bool)
         self.host_lengths = np.zeros(total, dtype=np.int64)
+        self.epochs = np.zeros(total, dtype=np.int64)  # bumped when a slot changes hands
         self.free = list(range(self.rows))
         self.prefix: list[int] = []
         self.join_at = rows_per_join(self.rows, device)
@@ -170,6 +173,7 @@ def _prefill(
         state.prompt_of[slot] = (index, len(prompt))
         state.host_busy[slot] = True
         state.host_lengths[slot] = length
+        state.epochs[slot] += 1
 
 
 def _compact(state: _Slots) -> None:
@@ -201,6 +205,7 @@ def _compact(state: _Slots) -> None:
         state.prompt_of[low], state.prompt_of[high] = state.prompt_of[high], None
         state.host_lengths[low] = state.host_lengths[high]
         state.host_busy[low], state.host_busy[high] = True, False
+        state.epochs[[low, high]] += 1
     state.alive[sources] = False
     state.ended[sources] = False
     state.free = sorted(set(state.free) - {low for _, low in moves} | {high for high, _ in moves})
@@ -234,34 +239,38 @@ def _decode(state: _Slots, sampling: SamplingParams) -> None:
     state.host_lengths[:rows] += state.host_busy[:rows]
 
 
-def _take(state: _Slots, *, cut: bool) -> list[tuple[int, Reply]]:
-    """The rows that ended (with ``cut``, every busy row that has a token), freed.
+def _snapshot(state: _Slots) -> QueuedSnapshot:
+    return QueuedSnapshot(state.count, state.ended, state.epochs)
 
-    The step's one host sync: every slot's reply length and whether it ended."""
-    counts, ended = torch.stack([state.count, state.ended.long()]).cpu().numpy()
-    wanted = ended > 0 if not cut else (ended > 0) | (counts > 0)
-    done = np.flatnonzero(state.host_busy & wanted)
+
+def _take(state: _Slots, snapshot: SlotSnapshot, *, cut: bool) -> PendingReplies:
+    """The rows ``snapshot`` shows ended (with ``cut``, every busy row that has a token), freed,
+    with their tokens and features on their way to the host."""
+    wanted = snapshot.ended if not cut else snapshot.ended | (snapshot.counts > 0)
+    done = np.flatnonzero(state.host_busy & wanted & snapshot.speaks_for(state.epochs))
     if done.size == 0:
-        return []
-    slots = torch.from_numpy(done).to(state.runner.pool.device)
-    tokens, argmax = state.tokens[slots].cpu(), state.argmax[slots].cpu()
+        return PendingReplies.none()
+    device = state.runner.pool.device
+    (slots,) = int_tables_to(device, done)
     ended_slots: list[int] = done.tolist()
     placements = [placed for slot in ended_slots if (placed := state.prompt_of[slot]) is not None]
     assert len(placements) == len(ended_slots)  # every busy slot holds its prompt's placement
-    generated = [int(counts[slot]) for slot in ended_slots]
-    features = state.features.samples(slots, [placed[1] for placed in placements], generated, argmax)
-    out: list[tuple[int, Reply]] = []
-    for row, (slot, placed, count) in enumerate(zip(ended_slots, placements, generated, strict=True)):
-        reply = tokens[row, :count].tolist()
-        finished = bool(ended[slot]) and reply[-1] in state.stop_set
-        text, stop = (reply[:-1], reply[-1]) if finished else (reply, None)
-        out.append((placed[0], Reply(tokens=text, stop_token=stop, features=features[row])))
+    generated = [int(snapshot.counts[slot]) for slot in ended_slots]
+    rows = [
+        EndedRow(index=placed[0], generated=count, ended=bool(snapshot.ended[slot]))
+        for slot, placed, count in zip(ended_slots, placements, generated, strict=True)
+    ]
+    tokens = to_host(torch.stack([state.tokens[slots], state.argmax[slots]]))
+    features = state.features.copy_back(slots, [placed[1] for placed in placements], generated)
+    pending = PendingReplies(rows, tokens, features, state.stop_set, CopiesQueued(device))
+    for slot in ended_slots:
         state.prompt_of[slot] = None
         state.host_busy[slot] = False
+        state.epochs[slot] += 1
         heapq.heappush(state.free, slot)
     state.ended[slots] = False
     state.alive[slots] = False
-    return out
+    return pending
 
 
 def batching_supported(model: PreTrainedModel) -> bool:
@@ -286,9 +295,9 @@ def _next_joiners(
 
 
 def _deliver(
-    done: list[tuple[int, Reply]], replies: list[Reply | None], on_reply: Callable[[int, Reply], None]
+    done: PendingReplies, replies: list[Reply | None], on_reply: Callable[[int, Reply], None]
 ) -> None:
-    for index, reply in done:
+    for index, reply in done.replies():
         replies[index] = reply
         on_reply(index, reply)
 
@@ -321,6 +330,7 @@ def generate_batched(
     on_reply: Callable[[int, Reply], None] = lambda index, reply: None,
     shared_prefix: Sequence[int] = (),
     runners: RunnerCache | None = None,
+    overlap: bool | None = None,
 ) -> tuple[list[Reply | None], bool]:
     """Each prompt's reply, in input order, and whether ``should_stop`` ended the run.
 
@@ -331,6 +341,9 @@ def generate_batched(
     ``shared_prefix`` is run once; a prompt that starts with it copies its keys and features.
     With ``runners`` the run takes its runner (pool and CUDA graphs) from that cache and leaves
     it there, detached, for the next call; without, it builds one and closes it.
+    ``overlap`` reads each step's ended rows once the next step is queued, so that the host's
+    work overlaps the device's (``engine.step_readback``); by default on a GPU only, where it
+    is worth a step more for each row that ends.
     """
     check_arguments(prompts, batch_size, max_new_tokens)
     replies: list[Reply | None] = [None] * len(prompts)
@@ -346,16 +359,19 @@ def generate_batched(
         else runners.take(rows=rows, capacity=capacity, recorder=recorder)
     )
     waiting = iter([(i, list(p)) for i, p in enumerate(prompts)])
-    stopped = False
+    overlapped = runner.pool.device.type == "cuda" if overlap is None else overlap
+    stop_asked = False
     try:
         state = _Slots(runner, stop_ids, max_new_tokens, waiting=len(prompts))
         if recorder is not None:
             recorder.__enter__()
         if shared_prefix:
             _run_prefix(state, list(shared_prefix))
+        ahead: QueuedSnapshot | None = None  # the last step's, read once the next is queued
+        arriving = PendingReplies.none()
         while True:
             if should_stop():
-                stopped = unfinished(replies)
+                stop_asked = True
                 break
             if _joining_now(state):
                 _admit(state, sampling, _next_joiners(state, waiting))
@@ -364,8 +380,17 @@ def generate_batched(
             if not state.host_busy.any():
                 break
             _decode(state, sampling)
-            _deliver(_take(state, cut=False), replies, on_reply)
-        _deliver(_take(state, cut=True), replies, on_reply)
+            ready, ahead = (ahead, _snapshot(state)) if overlapped else (_snapshot(state), None)
+            _deliver(arriving, replies, on_reply)
+            arriving = PendingReplies.none() if ready is None else _take(state, ready.wait(), cut=False)
+            if not overlapped:
+                _deliver(arriving, replies, on_reply)
+                arriving = PendingReplies.none()
+        _deliver(arriving, replies, on_reply)
+        # The rows that ended in the steps no snapshot has been read for (none when read at once).
+        _deliver(_take(state, _snapshot(state).wait(), cut=False), replies, on_reply)
+        stopped = stop_asked and unfinished(replies)
+        _deliver(_take(state, _snapshot(state).wait(), cut=True), replies, on_reply)
     finally:
         if recorder is not None:
             recorder.__exit__(None, None, None)

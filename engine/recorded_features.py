@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from engine.replies import SampleFeatures
+from engine.transfers import CopiesQueued, to_host
 
 # Ended rows whose features come back in one copy: a step ends two or three at a GPU's 256 rows.
 ROWS_PER_COPY = 16
@@ -36,32 +37,59 @@ class FeatureBuffers:
         self.aux[targets, :length] = self.aux[sources, :length]
         self.final[targets, :length] = self.final[sources, :length]
 
-    def samples(
-        self, slots: torch.Tensor, prompt_lengths: list[int], generated: list[int], argmax: torch.Tensor
-    ) -> list[SampleFeatures | None]:
-        """Features of prompt + reply in each of ``slots`` [N] (on the buffers' device): every
-        fed position's; the last generated token was never fed back, so its row is zeros (no
-        loss reads it: nothing follows it). ``argmax`` [N, >= generated]: the target's greedy
-        choice at each generation step, which is what the loss compares the draft with from the
-        prompt's last position on.
+    def copy_back(self, slots: torch.Tensor, prompt_lengths: list[int], generated: list[int]) -> FeatureCopy:
+        """Start copying the features of prompt + reply in each of ``slots`` [N] (on the
+        buffers' device) to the host: every fed position's (the last generated token was never
+        fed back, so no position holds it).
 
-        The rows come back to the host in one copy per buffer, however many rows ended this
-        step: a copy each (two a row) was a device-to-host transfer and sync each, two or three
-        rows ending every step at a GPU's 256 rows."""
-        if self.aux is None or self.final is None:
-            return [None] * len(prompt_lengths)
+        The rows come back in one copy per buffer, however many rows ended this step: a copy
+        each (two a row) was a device-to-host transfer and sync each, two or three rows ending
+        every step at a GPU's 256 rows. On a GPU the copies are only queued: the slots may take
+        new rows at once (the device runs the copies first), and ``FeatureCopy.samples`` waits
+        for them."""
         lengths = [prompt + count for prompt, count in zip(prompt_lengths, generated, strict=True)]
+        groups: list[tuple[range, torch.Tensor, torch.Tensor]] = []
+        if self.aux is not None and self.final is not None:
+            # In groups, so that the gathered copy stays small on the device when every row ends
+            # at once (a run's last step), whatever the model's width and the rows' lengths.
+            for start in range(0, len(lengths), ROWS_PER_COPY):
+                group = range(start, min(start + ROWS_PER_COPY, len(lengths)))
+                fed = max(lengths[row] for row in group) - 1
+                # Kept in host memory with the samples for the run, whatever device recorded them.
+                rows = slots[group.start : group.stop]
+                groups.append((group, to_host(self.aux[rows, :fed]), to_host(self.final[rows, :fed])))
+        return FeatureCopy(prompt_lengths, lengths, groups, CopiesQueued(self.device))
+
+
+class FeatureCopy:
+    """Ended rows' features on their way to the host (``FeatureBuffers.copy_back``)."""
+
+    def __init__(
+        self,
+        prompt_lengths: list[int],
+        lengths: list[int],
+        groups: list[tuple[range, torch.Tensor, torch.Tensor]],
+        copied: CopiesQueued,
+    ) -> None:
+        self._prompt_lengths, self._lengths, self._groups, self._copied = (
+            prompt_lengths,
+            lengths,
+            groups,
+            copied,
+        )
+
+    def samples(self, argmax: torch.Tensor) -> list[SampleFeatures | None]:
+        """Each row's features, once copied; ``argmax`` [N, >= generated] (host): the target's
+        greedy choice at each generation step, which is what the loss compares the draft with
+        from the prompt's last position on. The last position's row is zeros: no loss reads it
+        (nothing follows it)."""
+        if not self._groups:
+            return [None] * len(self._lengths)
+        self._copied.wait()
         out: list[SampleFeatures | None] = []
-        # In groups, so that the gathered copy stays small on the device when every row ends at
-        # once (a run's last step), whatever the model's width and the rows' lengths.
-        for start in range(0, len(lengths), ROWS_PER_COPY):
-            group = range(start, min(start + ROWS_PER_COPY, len(lengths)))
-            fed = max(lengths[row] for row in group) - 1
-            # Kept in host memory with the samples for the run, whatever device recorded them.
-            aux_rows = self.aux[slots[group.start : group.stop], :fed].cpu()
-            final_rows = self.final[slots[group.start : group.stop], :fed].cpu()
+        for group, aux_rows, final_rows in self._groups:
             for row in group:
-                prompt, length, at = prompt_lengths[row], lengths[row], row - group.start
+                prompt, length, at = self._prompt_lengths[row], self._lengths[row], row - group.start
                 aux = aux_rows.new_zeros((length, aux_rows.shape[-1]))
                 final = final_rows.new_zeros((length, final_rows.shape[-1]))
                 aux[: length - 1] = aux_rows[at, : length - 1]

@@ -38,3 +38,24 @@ def _tables_to(
     host = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype=dtype))
     moved = host.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else host.to(device)
     return list(torch.split(moved, [len(table) for table in flat]))
+
+
+def to_host(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` in host memory. From a GPU the copy is only queued (into pinned memory) and
+    the host goes on: read it after ``copies_queued(...)``'s event has been waited on."""
+    return tensor.to("cpu", non_blocking=True) if tensor.device.type == "cuda" else tensor.cpu()
+
+
+class CopiesQueued:
+    """Marks the device's queue after some ``to_host`` copies: ``wait`` returns once they have
+    run (at once on a CPU, where they already have)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._event: torch.cuda.Event | None = None
+        if device.type == "cuda":
+            self._event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            self._event.record()
+
+    def wait(self) -> None:
+        if self._event is not None:
+            self._event.synchronize()
