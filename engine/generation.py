@@ -119,7 +119,7 @@ def _admit(state: _Slots, sampling: SamplingParams, joiners: list[tuple[int, int
     starts = [n if n and len(p) > n and p[:n] == state.prefix else 0 for _, _, p in joiners]
     with_prefix = [slot for (slot, _, _), start in zip(joiners, starts, strict=True) if start]
     if with_prefix:
-        targets = torch.tensor(with_prefix, device=device)
+        (targets,) = int_tables_to(device, with_prefix)  # pinned: a pageable copy waits for the device
         sources = torch.full_like(targets, state.rows)
         state.runner.pool.move(sources, targets, n)
         state.features.move(sources, targets, n)
@@ -186,8 +186,7 @@ def _compact(state: _Slots) -> None:
     if not moves:
         return
     device = state.runner.pool.device
-    sources = torch.tensor([h for h, _ in moves], device=device)
-    targets = torch.tensor([low for _, low in moves], device=device)
+    sources, targets = int_tables_to(device, [high for high, _ in moves], [low for _, low in moves])
     length = int(state.host_lengths[[high for high, _ in moves]].max())
     state.runner.pool.move(sources, targets, length)
     state.features.move(sources, targets, length)
