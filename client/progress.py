@@ -81,6 +81,7 @@ class _JobBar:
         self.name = name
         self.file = file
         self.stage: str | None = None
+        self.stages_written: set[str] = set()
         self.bar = tqdm(
             total=100, desc=name, disable=not enabled, file=file, bar_format=BAR_FORMAT, dynamic_ncols=True
         )
@@ -90,9 +91,11 @@ class _JobBar:
             return
         status = str(detail["OptimizationJobStatus"])
         stage = detail.get("Stage")
-        if stage and stage != self.stage:
-            self.stage = stage
-            tqdm.write(f"{self.name}: stage {stage}", file=self.file)
+        self.stage = stage or self.stage
+        for entered in _stages_entered(detail):
+            if entered not in self.stages_written:
+                self.stages_written.add(entered)
+                tqdm.write(f"{self.name}: stage {entered}", file=self.file)
         percent = 100.0 if status == "COMPLETED" else detail.get("ProgressPercent")
         if percent is not None:
             self.bar.n = min(100.0, max(0.0, float(percent)))
@@ -104,6 +107,14 @@ class _JobBar:
 
     def close(self) -> None:
         self.bar.close()
+
+
+def _stages_entered(detail: dict[str, Any]) -> list[str]:
+    """Every stage the job has entered, in order: its history's (a stage shorter than a poll
+    falls between two polls), then the current one."""
+    stages = [str(event["Stage"]) for event in detail.get("Events") or [] if event.get("Stage")]
+    current = detail.get("Stage")
+    return [*stages, str(current)] if current else stages
 
 
 def _postfix(detail: dict[str, Any]) -> str:
