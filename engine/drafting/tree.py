@@ -13,21 +13,43 @@ Nodes are stored parents-first (a node's parent has a smaller index); ``parents[
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
+
+from engine.transfers import int_tables_to
 
 
 @dataclass(frozen=True, slots=True)
 class DraftTree:
+    """``token_ids`` and ``parents`` on the drafting device. The tree's shape is also kept on
+    the host (``host_parents``, given by whoever built it there, else read back once): masks,
+    positions and the accepted path are worked out from it without further read-backs."""
+
     token_ids: torch.Tensor  # [N] target-vocabulary ids
     parents: torch.Tensor  # [N] index of the parent node, -1 for the root's children
+    host_parents: tuple[int, ...] | None = None  # ``parents`` on the host, where the builder had it
+    _depths: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.token_ids.shape != self.parents.shape or self.token_ids.dim() != 1:
             raise ValueError("token_ids and parents must be 1-D tensors of the same length")
-        if any(parent >= index for index, parent in enumerate(self.parents.tolist())):
+        parents = tuple(self.parents.tolist()) if self.host_parents is None else tuple(self.host_parents)
+        if len(parents) != self.size:
+            raise ValueError(f"host_parents has {len(parents)} nodes, the tree {self.size}")
+        if any(parent >= index for index, parent in enumerate(parents)):
             raise ValueError("every node's parent must come before it")
+        depths: list[int] = []
+        for parent in parents:
+            depths.append(1 if parent < 0 else depths[parent] + 1)
+        object.__setattr__(self, "host_parents", parents)
+        object.__setattr__(self, "_depths", tuple(depths))
+
+    @property
+    def _parents(self) -> tuple[int, ...]:
+        assert self.host_parents is not None  # set by __post_init__
+        return self.host_parents
 
     @property
     def size(self) -> int:
@@ -35,25 +57,24 @@ class DraftTree:
 
     def depths(self) -> torch.Tensor:
         """[N] depth of every node, 1 for the root's children."""
-        depths: list[int] = []
-        for parent in self.parents.tolist():
-            depths.append(1 if parent < 0 else depths[parent] + 1)
-        return torch.tensor(depths, dtype=torch.long, device=self.token_ids.device)
+        (depths,) = int_tables_to(self.token_ids.device, self._depths)
+        return depths
 
     @property
     def depth(self) -> int:
         """Longest root-to-leaf path, in drafts: the most one verification can accept."""
-        return int(self.depths().max()) if self.size else 0
+        return max(self._depths, default=0)
 
     def ancestry(self) -> torch.Tensor:
         """[N+1, N+1] boolean: row r may attend to column c, the root (pending token) at 0."""
         size = self.size
-        visible = torch.eye(size + 1, dtype=torch.bool, device=self.token_ids.device)
-        visible[:, 0] = True
-        for index, parent in enumerate(self.parents.tolist()):
+        visible = np.eye(size + 1, dtype=np.int64)
+        visible[:, 0] = 1
+        for index, parent in enumerate(self._parents):
             if parent >= 0:
                 visible[index + 1] |= visible[parent + 1]
-        return visible
+        (table,) = int_tables_to(self.token_ids.device, visible)
+        return table.view(size + 1, size + 1).bool()
 
     def verification_mask(self, cached: int) -> torch.Tensor:
         """[1, 1, N+1, cached+N+1] boolean mask for the target's forward over [root, nodes]:
@@ -64,8 +85,8 @@ class DraftTree:
 
     def position_ids(self, root_position: int) -> torch.Tensor:
         """[1, N+1] positions of the root and every node (a node sits ``depth`` after the root)."""
-        depths = torch.cat([self.depths().new_zeros(1), self.depths()])
-        return (depths + root_position)[None]
+        (positions,) = int_tables_to(self.token_ids.device, [root_position + d for d in (0, *self._depths)])
+        return positions[None]
 
     def greedy_path(self, target_argmax: torch.Tensor) -> tuple[list[int], int]:
         """The nodes greedy decoding accepts and the target's token after the last of them.
@@ -74,10 +95,11 @@ class DraftTree:
         node. From the root, follow the child whose token is the target's choice; stop where
         no child matches. Returns (accepted node indices root-to-leaf, next token).
         """
-        choices = target_argmax.tolist()
-        tokens = self.token_ids.tolist()
+        # One read-back for the target's choices and the drafted tokens together.
+        both = torch.cat([target_argmax.reshape(-1).to(self.token_ids.device), self.token_ids]).tolist()
+        choices, tokens = both[: self.size + 1], both[self.size + 1 :]
         children: dict[int, dict[int, int]] = {}
-        for index, parent in enumerate(self.parents.tolist()):
+        for index, parent in enumerate(self._parents):
             # First node wins a duplicate token: drafting never makes siblings with equal tokens.
             children.setdefault(parent, {}).setdefault(tokens[index], index)
         path: list[int] = []

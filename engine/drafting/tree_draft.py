@@ -19,6 +19,7 @@ import torch
 from engine.drafting.draft import Drafter
 from engine.drafting.tree import DraftTree
 from engine.heads.peagle import PEagleDraftModel
+from engine.transfers import int_tables_to
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,9 @@ class _Nodes:
     """Every node drafted this round, in creation order (parents first)."""
 
     token_ids: list[torch.Tensor]  # target ids, one [n] tensor per level
-    parents: list[torch.Tensor]
+    # Each node's parent (-1: a child of the root), kept on the host: the tree's shape follows
+    # from the frontiers, so only a level's frontier is read back from the device.
+    parents: list[int]
     scores: list[torch.Tensor]
 
 
@@ -78,25 +81,27 @@ def propose_tree(
     scores, draft_ids = log_probs.topk(min(shape.top_k, log_probs.shape[-1]), dim=-1)
     nodes = _Nodes(
         token_ids=[drafter.draft_to_target[draft_ids[0]]],
-        parents=[torch.full((draft_ids.shape[1],), -1, dtype=torch.long, device=device)],
+        parents=[-1] * draft_ids.shape[1],
         scores=[scores[0]],
     )
     frontier = torch.arange(draft_ids.shape[1], device=device)  # node indices to expand next
+    frontier_nodes: list[int] = list(range(draft_ids.shape[1]))  # the same, on the host
     frontier_hidden = prenorm.expand(1, draft_ids.shape[1], -1)  # the output that drafted each
     slot_of_node: dict[int, int] = {}  # node index -> its entry in the head's cache
     for level in range(1, shape.depth):
-        count = len(frontier)
+        if level > 1:
+            frontier_nodes = frontier.tolist()  # the level's one read-back: its best nodes
+        count = len(frontier_nodes)
         all_tokens = torch.cat(nodes.token_ids)
-        all_parents = torch.cat(nodes.parents).tolist()
         mask = torch.zeros(count, cache.length + count, dtype=torch.bool, device=device)
         mask[:, :committed] = True
-        for row, node in enumerate(frontier.tolist()):
+        for row, node in enumerate(frontier_nodes):
             mask[row, cache.length + row] = True
-            ancestor = all_parents[node]
+            ancestor = nodes.parents[node]
             while ancestor >= 0:
                 mask[row, slot_of_node[ancestor]] = True
-                ancestor = all_parents[ancestor]
-        for row, node in enumerate(frontier.tolist()):
+                ancestor = nodes.parents[ancestor]
+        for row, node in enumerate(frontier_nodes):
             slot_of_node[node] = cache.length + row
         positions = torch.full((1, count), committed + level - 1, dtype=torch.long, device=device)
         output = head(all_tokens[frontier][None], frontier_hidden, positions, cache, mask[None, None])
@@ -104,9 +109,9 @@ def propose_tree(
         child_scores, child_ids = log_probs.topk(min(shape.top_k, log_probs.shape[-1]), dim=-1)
         parent_scores = torch.cat(nodes.scores)[frontier]
         level_scores = (parent_scores[:, None] + child_scores).flatten()
-        first = sum(len(level_tokens) for level_tokens in nodes.token_ids)
+        first = len(nodes.parents)
         nodes.token_ids.append(drafter.draft_to_target[child_ids.flatten()])
-        nodes.parents.append(frontier.repeat_interleave(child_ids.shape[1]))
+        nodes.parents.extend(node for node in frontier_nodes for _ in range(child_ids.shape[1]))
         nodes.scores.append(level_scores)
         best = level_scores.topk(min(shape.top_k, len(level_scores))).indices
         frontier = first + best
@@ -116,16 +121,18 @@ def propose_tree(
 
 
 def _best_nodes(nodes: _Nodes, num_nodes: int) -> DraftTree:
-    scores = torch.cat(nodes.scores)
+    scores = torch.cat(nodes.scores).tolist()  # one read-back, not one per node
     # Highest score first, the older node first among equals: a parent precedes its children.
-    order = sorted(range(len(scores)), key=lambda index: (-float(scores[index]), index))
+    order = sorted(range(len(scores)), key=lambda index: (-scores[index], index))
     chosen = sorted(order[:num_nodes])  # creation order is parents-first
     new_index = {old: new for new, old in enumerate(chosen)}
-    parents = torch.cat(nodes.parents).tolist()
+    parents = nodes.parents
     if any(parents[old] >= 0 and parents[old] not in new_index for old in chosen):
         raise RuntimeError("draft tree selection dropped a chosen node's parent")
-    token_ids = torch.cat(nodes.token_ids)[chosen]
+    token_ids = torch.cat(nodes.token_ids)
     new_parents = [new_index[parents[old]] if parents[old] >= 0 else -1 for old in chosen]
+    # Through pinned memory: a pageable copy to a GPU waits for its queue to drain.
+    chosen_on_device, parents_on_device = int_tables_to(token_ids.device, chosen, new_parents)
     return DraftTree(
-        token_ids=token_ids, parents=torch.tensor(new_parents, dtype=torch.long, device=token_ids.device)
+        token_ids=token_ids[chosen_on_device], parents=parents_on_device, host_parents=tuple(new_parents)
     )

@@ -11,6 +11,7 @@ from engine.drafting.tree import DraftTree
 from engine.drafting.tree_draft import TreeShape, propose_tree
 from engine.sampling import SamplingParams
 from speculative import SpeculativeDecoder
+from tests.fixtures.torch_calls import CountingCalls
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
 
 PROMPT = [5, 17, 33, 8, 41, 12, 60, 9, 27, 3, 71, 14]
@@ -107,6 +108,37 @@ def test_a_wide_tree_keeps_its_best_nodes_parents_first() -> None:
         siblings.setdefault(parent, []).append(token)
     assert all(len(tokens) == len(set(tokens)) for tokens in siblings.values())
     assert max(len(tokens) for tokens in siblings.values()) <= 3
+
+
+READ_BACKS = {
+    torch.Tensor.tolist,
+    torch.Tensor.item,
+    torch.Tensor.cpu,
+    torch.Tensor.numpy,
+    torch.Tensor.__float__,
+    torch.Tensor.__int__,
+    torch.Tensor.__bool__,
+    torch.Tensor.__index__,
+}
+
+
+def test_a_tree_round_reads_back_once_a_level_and_once_to_walk_it() -> None:
+    # On a GPU every read-back waits for the device: the tree's shape stays on the host, so a
+    # round reads each level's frontier (from the second level on), the scores once to choose
+    # the nodes, and the target's choices with the drafted tokens once to walk the tree.
+    drafter, features, next_ids = _drafter_and_features()
+    shape = TreeShape(depth=5, top_k=3, num_nodes=12)
+    with (
+        torch.inference_mode(),
+        drafter.session(),
+        CountingCalls(lambda func, args, kwargs: func in READ_BACKS) as read_backs,
+    ):
+        tree = propose_tree(drafter, features, next_ids, shape)
+        tree.verification_mask(len(PROMPT))
+        tree.position_ids(len(PROMPT))
+        assert tree.depth > 1
+        tree.greedy_path(torch.zeros(tree.size + 1, dtype=torch.long))
+    assert read_backs.count == (shape.depth - 2) + 1 + 1
 
 
 @pytest.mark.parametrize("architecture", FULL_ATTENTION)
