@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from worker.endpoints.gpu_placement import GpuClaim, claim_gpu
-from worker.endpoints.model_files import ServedModel
+from worker.endpoints.model_files import ServedModel, weight_bytes
 
 READY_PREFIX = "eaglenest serving on "
 PR_SET_PDEATHSIG = 1
@@ -74,7 +74,8 @@ class ServingProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # One core per thread asked for: OpenMP and MKL pools would otherwise take every core.
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
-        self.gpu_claim = claim_gpu(self.device)
+        # Weighed by the weights it loads (not read for a CPU process, which claims nothing).
+        self.gpu_claim = None if self.device == "cpu" else claim_gpu(self.device, weight_bytes(self.model))
         if self.gpu_claim is not None:
             # Inside the child "cuda" is then this one GPU, whatever torch's current device.
             gpu = self.gpu_claim.gpu

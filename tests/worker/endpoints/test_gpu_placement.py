@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from worker.endpoints import gpu_placement
 from worker.endpoints.gpu_placement import GpuClaim, GpuPlacement, claim_gpu, worker_gpus
+from worker.endpoints.model_files import ServedModel, weight_bytes
 
 
 def _claimed(claim: GpuClaim | None) -> str:
@@ -20,6 +22,46 @@ def test_each_claim_takes_the_gpu_with_the_fewest_processes() -> None:
     first, second, third, fourth = (_claimed(placement.claim()) for _ in range(4))
     assert [first, second, third, fourth] == ["0", "1", "2", "0"]
     assert placement.running() == {"0": 2, "1": 1, "2": 1}
+
+
+GB = 1 << 30
+
+
+def test_a_claim_takes_the_gpu_with_the_fewest_bytes_of_weights_then_the_fewest_processes() -> None:
+    placement = GpuPlacement(["0", "1"])
+    large = placement.claim(16 * GB)
+    assert _claimed(large) == "0"
+    # Counting processes would put the second small model beside the large one (1 against 1,
+    # the first listed on a tie); by weights both small ones fit beside each other.
+    assert [_claimed(placement.claim(GB)) for _ in range(2)] == ["1", "1"]
+    assert placement.weight_bytes() == {"0": 16 * GB, "1": 2 * GB}
+    assert placement.running() == {"0": 1, "1": 2}
+    assert large is not None
+    large.release()
+    large.release()  # counted once
+    assert placement.weight_bytes() == {"0": 0, "1": 2 * GB}
+    assert _claimed(placement.claim(GB)) == "0"
+    with pytest.raises(ValueError, match="weight_bytes must not be negative"):
+        placement.claim(-1)
+
+
+def test_the_weights_a_serving_process_loads_are_its_model_and_head_weight_files(tmp_path: Path) -> None:
+    model, head = tmp_path / "model", tmp_path / "head"
+    (model / "sub").mkdir(parents=True)
+    head.mkdir()
+    (model / "model-00001-of-00002.safetensors").write_bytes(b"x" * 300)
+    (model / "sub" / "pytorch_model.bin").write_bytes(b"x" * 200)
+    (model / "tokenizer.json").write_bytes(b"x" * 5000)  # not weights
+    (model / "config.json").write_bytes(b"{}")
+    (head / "model.safetensors").write_bytes(b"x" * 40)
+    with_head = ServedModel(model_name="m", model_dir=model, head_dir=head, num_speculative_tokens=3)
+    assert weight_bytes(with_head) == 540
+    alone = ServedModel(model_name="m", model_dir=model, head_dir=None, num_speculative_tokens=None)
+    assert weight_bytes(alone) == 500
+    missing = ServedModel(
+        model_name="m", model_dir=tmp_path / "nowhere", head_dir=None, num_speculative_tokens=None
+    )
+    assert weight_bytes(missing) == 0
 
 
 def test_a_released_gpu_is_the_next_one_claimed() -> None:

@@ -89,3 +89,19 @@ def test_a_cpu_instance_claims_no_gpu_and_keeps_the_workers_environment(
     assert process.gpu_claim is None
     assert _visible(lines) == "5,6"
     assert not any(line.startswith("Placed on GPU") for line in lines)
+
+
+def test_an_instance_claims_its_gpu_weighed_by_the_weights_it_loads(
+    tmp_path: Path, two_gpu_worker: GpuPlacement
+) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "model.safetensors").write_bytes(b"x" * 1234)
+    lines: list[str] = []
+    instance = EchoGpuProcess(tmp_path, "weighed", device="cuda", on_line=lines.append)
+    instance.start()
+    try:
+        wait_for_child(lambda: _visible(lines) is not None)
+        assert two_gpu_worker.weight_bytes() == {"0": 1234, "1": 0}
+    finally:
+        instance.stop()
+    assert two_gpu_worker.weight_bytes() == {"0": 0, "1": 0}
