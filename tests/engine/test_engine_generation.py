@@ -14,7 +14,7 @@ from engine.kv_pool import SlotKVPool, pool_dtype
 from engine.packed_generation import Recording, generate_packed
 from engine.replies import Reply
 from engine.sampling import SamplingParams
-from tests.engine.reply_checks import assert_same_replies_and_features
+from tests.engine.reply_checks import assert_same_replies_and_features, token_agreement
 from trainer.models.tiny import build_tiny_target
 
 VOCAB = 96
@@ -115,14 +115,7 @@ def test_rows_joining_and_leaving_agree_with_the_exact_path_on_99_percent_of_tok
     exact, _ = generate_packed(target, prompts, **options)
     batched, _ = generate_batched(target, prompts, **options)
     assert len({len(r.tokens) for r in batched if r is not None}) > 3, "precondition: ragged ends"
-    agree = total = 0
-    for a, b in zip(exact, batched, strict=True):
-        assert a is not None
-        assert b is not None
-        ours, theirs = [*b.tokens, b.stop_token], [*a.tokens, a.stop_token]
-        total += max(len(ours), len(theirs))
-        agree += sum(x == y for x, y in zip(ours, theirs, strict=False))
-    assert agree / total >= 0.99
+    assert token_agreement(exact, batched) >= 0.99
 
 
 def test_attention_calls_per_step_do_not_grow_with_the_rows(
