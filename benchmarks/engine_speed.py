@@ -12,7 +12,9 @@ Rows of the table:
   ``generate_batched`` over the built-in datasets' prompts (greedy, the aux layers recorded as
   ``trainer train`` records them), with the GPU's mean utilisation while it ran; at the most
   rows also with the other schedule (``engine.step_readback``): ended rows read at once on a
-  GPU, whose default reads them a step late, once the next step is queued;
+  GPU, whose default reads them a step late, once the next step is queued; and with the other
+  admission (``engine.join_policy``): on a GPU prompts join as soon as a slot frees, where its
+  default waits for an eighth of the rows;
 - the serving engine, 8 concurrent requests: output tokens/s of plain decoding and of EAGLE
   (K=3) with ``--head`` (the shipped head by default; the slot-pool target on CUDA, the exact
   packed target elsewhere);
@@ -45,6 +47,7 @@ from engine.generation import generate_batched
 from engine.grouped_attention import fold_mask, grouped_attention
 from engine.heads.export import load_head
 from engine.heads.model import Eagle3DraftModel
+from engine.join_policy import JOIN_SHARE
 from engine.packed_generation import Recording
 from engine.runner_cache import RunnerCache
 from engine.sampling import SamplingParams
@@ -161,12 +164,19 @@ class Utilisation:
 
 
 def distillation(
-    model: PreTrainedModel, prompts: list[list[int]], rows: int, tokens: int, overlap: bool | None = None
+    model: PreTrainedModel,
+    prompts: list[list[int]],
+    rows: int,
+    tokens: int,
+    *,
+    overlap: bool | None = None,
+    join_at: int | None = None,
 ) -> tuple[float, float, float | None, int]:
     """Reply tokens/s and replies/s of ``prompts`` at ``rows`` rows, with the GPU's utilisation
     and the graphs the timed run captured (their time left out). As a job's chunks do, the
     timed run takes the runner a warm-up built (its ``rows`` longest prompts: the same pool).
-    ``overlap``: when the host reads a step's ended rows (None: the device's default)."""
+    ``overlap``: when the host reads a step's ended rows; ``join_at``: the free slots a step waits
+    for before admitting prompts (None: the device's defaults)."""
     recording = Recording(layers=AUX_LAYERS, dtypes=(torch.bfloat16, torch.float16))
     options = {
         "stop_ids": [NEVER],
@@ -174,6 +184,7 @@ def distillation(
         "batch_size": rows,
         "sampling": GREEDY,
         "overlap": overlap,
+        "join_at": join_at,
     }
     longest = sorted(prompts, key=len, reverse=True)[:rows]
     with RunnerCache(model) as runners:
@@ -321,6 +332,15 @@ def main() -> None:
     print(
         f"| distillation with features, {rows} rows, ended rows read {'a step late' if late else 'at once'} "
         f"(the other schedule) | {tokens_per_s:,.0f} reply tokens/s, GPU busy {use} |"
+    )
+    # And the other admission: on a GPU each prompt as soon as a slot frees (its default waits
+    # for an eighth of the rows, to run fewer eager prefills), on a CPU an eighth at a time.
+    join_at = 1 if device.type == "cuda" else max(1, rows // JOIN_SHARE)
+    tokens_per_s, _, busy, _ = distillation(model, prompts, rows, args.max_new_tokens, join_at=join_at)
+    use = "n/a" if busy is None else f"{busy:.0f} %"
+    print(
+        f"| distillation with features, {rows} rows, prompts join when {join_at} slot(s) are free "
+        f"(the other admission) | {tokens_per_s:,.0f} reply tokens/s, GPU busy {use} |"
     )
     serving = serving_tokens_per_s(model, prompts, tokens)
     print(f"| serving engine, plain, 8 concurrent, 16 × {tokens} tokens | {serving:,.1f} output tokens/s |")

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel
 
+from engine.join_policy import rows_per_join
 from engine.recorded_features import FeatureBuffers
 from engine.replies import FeatureRecorder, Reply
 from engine.runner import SlotRunner, StepOutput, batch_rows_for, key_length_for, pad_rows, padding_groups
@@ -63,21 +64,6 @@ class _Slots:
         self.prefix: list[int] = []
         self.join_at = rows_per_join(self.rows, device)
         self.left = waiting  # prompts not yet admitted
-
-
-# On a GPU a prefill is an eager forward (a prompt's width is no decode graph's): launch-bound,
-# about 50 kernels a layer (some 1,500 for SmolLM2), several times a replayed decode step. At
-# 256 rows and replies of about 100 tokens, two or three rows end every step, so admitting each
-# as it ends ran such a prefill nearly every step, which alone would take more than a step's
-# budget at 50k tokens/s. Joiners wait there until an eighth of the rows is free: a prefill
-# every dozen steps or so, for about 6 % of the rows idle on average. A CPU's prefill costs its
-# tokens, not launches: it admits a row as soon as its slot is free.
-JOIN_SHARE = 8
-
-
-def rows_per_join(rows: int, device: torch.device) -> int:
-    """Free slots a step waits for before admitting prompts (fewer when fewer prompts wait)."""
-    return max(1, rows // JOIN_SHARE) if device.type == "cuda" else 1
 
 
 def _joining_now(state: _Slots) -> bool:
@@ -307,9 +293,12 @@ def unfinished(replies: Sequence[Reply | None]) -> bool:
     return any(reply is None for reply in replies)
 
 
-def check_arguments(prompts: Sequence[list[int]], batch_size: int, max_new_tokens: int) -> None:
-    if batch_size < 1 or max_new_tokens < 1:
-        raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
+def check_arguments(
+    prompts: Sequence[list[int]], batch_size: int, max_new_tokens: int, join_at: int | None = None
+) -> None:
+    for name, value in (("batch_size", batch_size), ("max_new_tokens", max_new_tokens), ("join_at", join_at)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
     for index, prompt in enumerate(prompts):
         if not prompt:
             raise ValueError(f"prompt {index} is empty")
@@ -330,6 +319,7 @@ def generate_batched(
     shared_prefix: Sequence[int] = (),
     runners: RunnerCache | None = None,
     overlap: bool | None = None,
+    join_at: int | None = None,
 ) -> tuple[list[Reply | None], bool]:
     """Each prompt's reply, in input order, and whether ``should_stop`` ended the run.
 
@@ -342,9 +332,11 @@ def generate_batched(
     it there, detached, for the next call; without, it builds one and closes it.
     ``overlap`` reads each step's ended rows once the next step is queued, so that the host's
     work overlaps the device's (``engine.step_readback``); by default on a GPU only, where it
-    is worth a step more for each row that ends.
+    is worth a step more for each row that ends. ``join_at``: the free slots a step waits for
+    before admitting waiting prompts (by default ``rows_per_join``: an eighth of the rows on a
+    GPU, one on a CPU).
     """
-    check_arguments(prompts, batch_size, max_new_tokens)
+    check_arguments(prompts, batch_size, max_new_tokens, join_at)
     replies: list[Reply | None] = [None] * len(prompts)
     if not prompts:
         return replies, False
@@ -362,6 +354,7 @@ def generate_batched(
     stop_asked = False
     try:
         state = _Slots(runner, stop_ids, max_new_tokens, waiting=len(prompts))
+        state.join_at = state.join_at if join_at is None else join_at
         if recorder is not None:
             recorder.__enter__()
         if shared_prefix:

@@ -221,8 +221,14 @@ def test_recurrent_targets_are_not_batched_and_bad_arguments_are_refused(target:
     assert not batching_supported(build_tiny_target("Qwen3NextForCausalLM", vocab_size=VOCAB))
     with pytest.raises(ValueError, match="prompt 1 is empty"):
         generate_batched(target, [[1], []], stop_ids=[2], max_new_tokens=2, batch_size=1, sampling=GREEDY)
-    with pytest.raises(ValueError, match="batch_size and max_new_tokens must be >= 1"):
+    with pytest.raises(ValueError, match="max_new_tokens must be >= 1, got 0"):
         generate_batched(target, [[1]], stop_ids=[2], max_new_tokens=0, batch_size=1, sampling=GREEDY)
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        generate_batched(target, [[1]], stop_ids=[2], max_new_tokens=1, batch_size=0, sampling=GREEDY)
+    with pytest.raises(ValueError, match="join_at must be >= 1, got 0"):
+        generate_batched(
+            target, [[1]], stop_ids=[2], max_new_tokens=1, batch_size=1, sampling=GREEDY, join_at=0
+        )
 
 
 def test_rows_still_running_move_to_the_front_once_no_prompt_waits(

@@ -34,7 +34,7 @@ def target() -> PreTrainedModel:
 
 
 def _run(
-    target: PreTrainedModel, monkeypatch: pytest.MonkeyPatch
+    target: PreTrainedModel, monkeypatch: pytest.MonkeyPatch, **options: Any
 ) -> tuple[list[Reply | None], list[tuple[int, int]], int]:
     """The replies, (joiners, prompts waiting before) of every admission, and decode steps."""
     admissions: list[tuple[int, int]] = []
@@ -57,7 +57,7 @@ def _run(
         patch.setattr(generation, "_admit", counting_admit)
         patch.setattr(generation, "_decode", counting_decode)
         replies, stopped = generate_batched(
-            target, PROMPTS, stop_ids=STOPS, max_new_tokens=24, batch_size=ROWS, sampling=GREEDY
+            target, PROMPTS, stop_ids=STOPS, max_new_tokens=24, batch_size=ROWS, sampling=GREEDY, **options
         )
     assert not stopped
     return replies, admissions, steps
@@ -95,3 +95,16 @@ def test_on_a_gpu_rows_join_in_batches_not_one_prefill_a_step(
     assert len(admissions) <= steps // 2
     # Every prompt is answered either way, at the same length cap.
     assert all(reply is not None for reply in at_once)
+
+
+def test_join_at_overrides_the_devices_default(
+    target: PreTrainedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A CPU told to wait for an eighth of the rows admits as a GPU does by default.
+    monkeypatch.setattr(generation, "rows_per_join", _as_on("cuda"), raising=False)
+    _, as_on_a_gpu, _ = _run(target, monkeypatch)
+    monkeypatch.undo()
+    _, told, _ = _run(target, monkeypatch, join_at=ROWS // 8)
+    assert told == as_on_a_gpu
+    _, at_once, _ = _run(target, monkeypatch)
+    assert told != at_once
