@@ -324,24 +324,7 @@ def main() -> None:
             f"| {tokens_per_s:,.0f} reply tokens/s, {replies_per_s:.1f} replies/s, GPU busy {use}, "
             f"{captures} graphs captured after the warm-up's |"
         )
-    # The other schedule at the most rows: ended rows read at once on a GPU (its default reads
-    # them a step late, once the next step is queued), a step late on a CPU.
-    rows, late = max(args.rows), device.type != "cuda"
-    tokens_per_s, _, busy, _ = distillation(model, prompts, rows, args.max_new_tokens, overlap=late)
-    use = "n/a" if busy is None else f"{busy:.0f} %"
-    print(
-        f"| distillation with features, {rows} rows, ended rows read {'a step late' if late else 'at once'} "
-        f"(the other schedule) | {tokens_per_s:,.0f} reply tokens/s, GPU busy {use} |"
-    )
-    # And the other admission: on a GPU each prompt as soon as a slot frees (its default waits
-    # for an eighth of the rows, to run fewer eager prefills), on a CPU an eighth at a time.
-    join_at = 1 if device.type == "cuda" else max(1, rows // JOIN_SHARE)
-    tokens_per_s, _, busy, _ = distillation(model, prompts, rows, args.max_new_tokens, join_at=join_at)
-    use = "n/a" if busy is None else f"{busy:.0f} %"
-    print(
-        f"| distillation with features, {rows} rows, prompts join when {join_at} slot(s) are free "
-        f"(the other admission) | {tokens_per_s:,.0f} reply tokens/s, GPU busy {use} |"
-    )
+    rows = max(args.rows)
     serving = serving_tokens_per_s(model, prompts, tokens)
     print(f"| serving engine, plain, 8 concurrent, 16 × {tokens} tokens | {serving:,.1f} output tokens/s |")
     for queries in (1, 4):
@@ -350,9 +333,20 @@ def main() -> None:
             f"| one layer's attention, {rows} rows × {queries} queries over 1,024 keys "
             f"| groups folded {folded:.3f} ms, SDPA's enable_gqa {kept:.3f} ms |"
         )
-    if not (args.head / "config.json").exists():
+    if (args.head / "config.json").exists():
+        head_rows(args, model, prompts, device)
+    else:
         print(f"| serving engine and draft step with a head | no head at {args.head} |")
-        return
+    # Last, so that a slow device spends the table's time limit on the rows above first: the
+    # other distillation schedule and admission at the most rows.
+    other_schedules(model, prompts, rows, args.max_new_tokens, device)
+
+
+def head_rows(
+    args: argparse.Namespace, model: PreTrainedModel, prompts: list[list[int]], device: torch.device
+) -> None:
+    """Serving with the head, greedy and sampled, and the head's draft step."""
+    tokens = args.serving_tokens
     head = load_head(args.head, model).to(device=device, dtype=model.dtype).eval()
     eagle = serving_tokens_per_s(model, prompts, tokens, head)
     print(
@@ -374,6 +368,30 @@ def main() -> None:
             figure += f" ({eager:.2f} ms eager)"
         how = ", sampled (temperature 0.7, top-p 0.9)" if sampled else ""
         print(f"| draft step, K=3, {sequences} sequences{how} | {figure} |")
+
+
+def other_schedules(
+    model: PreTrainedModel, prompts: list[list[int]], rows: int, max_new_tokens: int, device: torch.device
+) -> None:
+    """Distillation at ``rows`` with the schedule and the admission the device does not default to."""
+    # The other schedule at the most rows: ended rows read at once on a GPU (its default reads
+    # them a step late, once the next step is queued), a step late on a CPU.
+    late = device.type != "cuda"
+    tokens_per_s, _, busy, _ = distillation(model, prompts, rows, max_new_tokens, overlap=late)
+    use = "n/a" if busy is None else f"{busy:.0f} %"
+    print(
+        f"| distillation with features, {rows} rows, ended rows read {'a step late' if late else 'at once'} "
+        f"(the other schedule) | {tokens_per_s:,.0f} reply tokens/s, GPU busy {use} |"
+    )
+    # And the other admission: on a GPU each prompt as soon as a slot frees (its default waits
+    # for an eighth of the rows, to run fewer eager prefills), on a CPU an eighth at a time.
+    join_at = 1 if device.type == "cuda" else max(1, rows // JOIN_SHARE)
+    tokens_per_s, _, busy, _ = distillation(model, prompts, rows, max_new_tokens, join_at=join_at)
+    use = "n/a" if busy is None else f"{busy:.0f} %"
+    print(
+        f"| distillation with features, {rows} rows, prompts join when {join_at} slot(s) are free "
+        f"(the other admission) | {tokens_per_s:,.0f} reply tokens/s, GPU busy {use} |"
+    )
 
 
 if __name__ == "__main__":
