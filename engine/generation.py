@@ -379,10 +379,14 @@ def generate_batched(
                 _deliver(arriving, replies, on_reply)
                 arriving = PendingReplies.none()
         _deliver(arriving, replies, on_reply)
-        # The rows that ended in the steps no snapshot has been read for (none when read at once).
-        _deliver(_take(state, _snapshot(state).wait(), cut=False), replies, on_reply)
+        # One last snapshot, read at once: first the rows that ended in steps no snapshot has been
+        # read for (none when read at once), then, cut, the rows still in flight (a take frees
+        # only the rows it delivers; the rest keep their epochs, so the snapshot still speaks
+        # for them).
+        last = _snapshot(state).wait()
+        _deliver(_take(state, last, cut=False), replies, on_reply)
         stopped = stop_asked and unfinished(replies)
-        _deliver(_take(state, _snapshot(state).wait(), cut=True), replies, on_reply)
+        _deliver(_take(state, last, cut=True), replies, on_reply)
     finally:
         if recorder is not None:
             recorder.__exit__(None, None, None)

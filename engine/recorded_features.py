@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from engine.replies import SampleFeatures
@@ -61,35 +63,28 @@ class FeatureBuffers:
         return FeatureCopy(prompt_lengths, lengths, groups, CopiesQueued(self.device))
 
 
+@dataclass(frozen=True, slots=True)
 class FeatureCopy:
-    """Ended rows' features on their way to the host (``FeatureBuffers.copy_back``)."""
+    """Ended rows' features on their way to the host (``FeatureBuffers.copy_back``): per group of
+    rows, the rows' indices and their aux and final rows in host memory."""
 
-    def __init__(
-        self,
-        prompt_lengths: list[int],
-        lengths: list[int],
-        groups: list[tuple[range, torch.Tensor, torch.Tensor]],
-        copied: CopiesQueued,
-    ) -> None:
-        self._prompt_lengths, self._lengths, self._groups, self._copied = (
-            prompt_lengths,
-            lengths,
-            groups,
-            copied,
-        )
+    prompt_lengths: list[int]
+    lengths: list[int]
+    groups: list[tuple[range, torch.Tensor, torch.Tensor]]
+    copied: CopiesQueued
 
     def samples(self, argmax: torch.Tensor) -> list[SampleFeatures | None]:
         """Each row's features, once copied; ``argmax`` [N, >= generated] (host): the target's
         greedy choice at each generation step, which is what the loss compares the draft with
         from the prompt's last position on. The last position's row is zeros: no loss reads it
         (nothing follows it)."""
-        if not self._groups:
-            return [None] * len(self._lengths)
-        self._copied.wait()
+        if not self.groups:
+            return [None] * len(self.lengths)
+        self.copied.wait()
         out: list[SampleFeatures | None] = []
-        for group, aux_rows, final_rows in self._groups:
+        for group, aux_rows, final_rows in self.groups:
             for row in group:
-                prompt, length, at = self._prompt_lengths[row], self._lengths[row], row - group.start
+                prompt, length, at = self.prompt_lengths[row], self.lengths[row], row - group.start
                 aux = aux_rows.new_zeros((length, aux_rows.shape[-1]))
                 final = final_rows.new_zeros((length, final_rows.shape[-1]))
                 aux[: length - 1] = aux_rows[at, : length - 1]

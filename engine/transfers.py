@@ -42,7 +42,7 @@ def _tables_to(
 
 def to_host(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` in host memory. From a GPU the copy is only queued (into pinned memory) and
-    the host goes on: read it after ``copies_queued(...)``'s event has been waited on."""
+    the host goes on: read it once a ``CopiesQueued`` made after the copy has been waited on."""
     return tensor.to("cpu", non_blocking=True) if tensor.device.type == "cuda" else tensor.cpu()
 
 
