@@ -50,20 +50,14 @@ class ServedModel:
     num_speculative_tokens: int | None
 
 
-# The files a serving process loads onto its device (not tokenizers or configs).
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-
-
 def weight_bytes(model: ServedModel) -> int:
-    """The bytes of weight files the model's and its head's folders hold: what the process puts
-    on its GPU, before its KV pool (a folder not there yet counts nothing)."""
+    """The bytes of weights the model's and its head's folders hold: what the process puts on its
+    GPU, before its KV pool. Only the folders' own ``*.safetensors`` count, the one format a model
+    and a head are accepted in and loaded from (a ``pytorch_model.bin`` or an ``original/`` copy
+    beside them is never loaded); a folder not there yet counts nothing."""
     folders = [model.model_dir] if model.head_dir is None else [model.model_dir, model.head_dir]
     return sum(
-        path.stat().st_size
-        for folder in folders
-        if folder.is_dir()
-        for path in folder.rglob("*")
-        if path.suffix in WEIGHT_SUFFIXES and path.is_file()
+        path.stat().st_size for folder in folders if folder.is_dir() for path in folder.glob("*.safetensors")
     )
 
 

@@ -47,10 +47,13 @@ def test_a_claim_takes_the_gpu_with_the_fewest_bytes_of_weights_then_the_fewest_
 
 def test_the_weights_a_serving_process_loads_are_its_model_and_head_weight_files(tmp_path: Path) -> None:
     model, head = tmp_path / "model", tmp_path / "head"
-    (model / "sub").mkdir(parents=True)
+    (model / "original").mkdir(parents=True)
     head.mkdir()
     (model / "model-00001-of-00002.safetensors").write_bytes(b"x" * 300)
-    (model / "sub" / "pytorch_model.bin").write_bytes(b"x" * 200)
+    (model / "model-00002-of-00002.safetensors").write_bytes(b"x" * 200)
+    # Beside the safetensors, never loaded: another format's copy and a subfolder's.
+    (model / "pytorch_model.bin").write_bytes(b"x" * 7000)
+    (model / "original" / "consolidated.safetensors").write_bytes(b"x" * 9000)
     (model / "tokenizer.json").write_bytes(b"x" * 5000)  # not weights
     (model / "config.json").write_bytes(b"{}")
     (head / "model.safetensors").write_bytes(b"x" * 40)
