@@ -15,7 +15,7 @@ from engine.capture import (
     linear_attention_reason,
 )
 from engine.packed_attention import PACKED_ATTENTION, PackedLayout, SequenceKV, packed_layout
-from engine.segments import Segment, SegmentOutput, SequenceCache, check_keep
+from engine.segments import Segment, SegmentOutput, SequenceCache, check_keep, host_token_ids
 
 
 class PackedTarget:
@@ -52,12 +52,14 @@ class PackedTarget:
         kept: list[torch.Tensor] = []
         for segment in segments:
             check_keep(segment)
-            ids.extend(segment.token_ids)
+        tokens = host_token_ids(segments)
+        for segment, segment_ids in zip(segments, tokens, strict=True):
+            ids.extend(segment_ids)
             past = segment.cache.length
-            positions.append(torch.arange(past, past + len(segment.token_ids)))
+            positions.append(torch.arange(past, past + len(segment_ids)))
             kept.append(torch.arange(len(ids) - segment.keep, len(ids)))
         layout = PackedLayout(
-            caches=[_packed_cache(s.cache) for s in segments], lengths=[len(s.token_ids) for s in segments]
+            caches=[_packed_cache(s.cache) for s in segments], lengths=[len(ids) for ids in tokens]
         )
         with packed_layout(layout):
             outputs = self.model(

@@ -18,7 +18,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from engine.capture import TargetFeatureCapture
 from engine.recurrent_state import ForwardSnapshot, snapshot, undo_last_tokens
-from engine.segments import Segment, SegmentOutput, SequenceCache
+from engine.segments import Segment, SegmentOutput, SequenceCache, check_keep, host_token_ids
 from engine.transfers import int_tables_to
 
 
@@ -90,9 +90,9 @@ class RecurrentTarget:
         """One batch-1 forward per segment; each cache grows by its segment's tokens."""
         outputs: list[SegmentOutput] = []
         for segment in segments:
-            if not 1 <= segment.keep <= len(segment.token_ids):
-                raise ValueError(f"keep={segment.keep} is outside 1..{len(segment.token_ids)}")
-            logits = _own(segment.cache).run(segment.token_ids, segment.keep)
+            check_keep(segment)
+        for segment, token_ids in zip(segments, host_token_ids(segments), strict=True):
+            logits = _own(segment.cache).run(token_ids, segment.keep)
             # Read before the next sequence's forward overwrites the captured layers.
             features = self._capture.aux_hidden_states()[0] if self._capture is not None else None
             outputs.append(SegmentOutput(logits=logits, features=features))

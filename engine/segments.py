@@ -29,11 +29,22 @@ class SequenceCache(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """New tokens of one sequence for this step; logits are kept for the last ``keep``."""
+    """New tokens of one sequence for this step; logits are kept for the last ``keep``.
+
+    ``drafted`` are draft ids still on the device, fed after ``token_ids``: a serving step
+    hands its drafts to the target without reading them back, so on a GPU the host builds and
+    queues the verification while the head's chain is still running (the drafts come back
+    with the verdicts, in the step's one read)."""
 
     cache: SequenceCache
     token_ids: Sequence[int]
     keep: int
+    drafted: torch.Tensor | None = None  # [k] ids, after token_ids
+
+    @property
+    def length(self) -> int:
+        """Tokens fed: ``token_ids`` then ``drafted`` (a shape, never a read-back)."""
+        return len(self.token_ids) + (0 if self.drafted is None else int(self.drafted.shape[0]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,5 +66,20 @@ class ServingTarget(Protocol):
 
 
 def check_keep(segment: Segment) -> None:
-    if not 1 <= segment.keep <= len(segment.token_ids):
-        raise ValueError(f"keep={segment.keep} is outside 1..{len(segment.token_ids)}")
+    if not 1 <= segment.keep <= segment.length:
+        raise ValueError(f"keep={segment.keep} is outside 1..{segment.length}")
+
+
+def host_token_ids(segments: Sequence[Segment]) -> list[list[int]]:
+    """Every segment's tokens on the host, its drafts included, read back in one copy for the
+    batch: for the targets that build their inputs on the host (the CPU's exact packed
+    target, a recurrent target's forward per sequence)."""
+    drafted = [segment.drafted for segment in segments if segment.drafted is not None]
+    flat: list[int] = torch.cat(drafted).tolist() if drafted else []
+    tokens: list[list[int]] = []
+    start = 0
+    for segment in segments:
+        count = segment.length - len(segment.token_ids)
+        tokens.append([*segment.token_ids, *flat[start : start + count]])
+        start += count
+    return tokens

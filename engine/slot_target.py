@@ -105,9 +105,9 @@ class SlotTarget:
         caches = [_slot_cache(segment.cache) for segment in segments]
         for segment, cache in zip(segments, caches, strict=True):
             check_keep(segment)
-            cache.check_room(len(segment.token_ids))
+            cache.check_room(segment.length)
         device, pool = self.runner.pool.device, self.runner.pool
-        lengths = np.array([len(s.token_ids) for s in segments])
+        lengths = np.array([s.length for s in segments])
         starts = np.array([cache.length for cache in caches])
         width = int(lengths.max())
         positions = starts[:, None] + np.arange(width)[None, :]
@@ -120,15 +120,21 @@ class SlotTarget:
             ]
         )
         every = np.flatnonzero(real.reshape(-1))
-        ids, at, writes, slots, kept_rows, real_rows = int_tables_to(
+        ids, at, writes, slots, kept_rows, real_rows, draft_at = int_tables_to(
             device,
-            pad_rows([s.token_ids for s in segments], 0),
+            pad_rows([[*s.token_ids, *[0] * (s.length - len(s.token_ids))] for s in segments], 0),
             positions,
             np.where(real, positions, pool.scratch),
             [cache.slot for cache in caches],
             kept,
             every,
+            _draft_places(segments, width),
         )
+        drafted = [s.drafted for s in segments if s.drafted is not None]
+        if drafted:
+            # The drafts go in on the device: reading them back first would make the host wait
+            # for the head's whole chain before it could queue this forward.
+            ids.index_copy_(0, draft_at, torch.cat(drafted).to(ids.dtype))
         # Decode and verify steps (no prompt in the batch) replay a graph on a GPU; a step with a
         # joining prompt runs eagerly.
         step = self.runner.decode if starts.all() and width <= GRAPHED_WIDTH else self.runner.forward
@@ -149,6 +155,16 @@ class SlotTarget:
             return [SegmentOutput(logits=rows, features=None) for rows in logits]
         features = torch.split(aux.reshape(-1, aux.shape[-1])[real_rows], lengths.tolist())
         return [SegmentOutput(logits=r, features=f) for r, f in zip(logits, features, strict=True)]
+
+
+def _draft_places(segments: Sequence[Segment], width: int) -> list[int]:
+    """Flat indices, in the padded ``[rows, width]`` id table, of every segment's device
+    drafts (after its host tokens), in the order ``torch.cat`` lays the drafts out."""
+    places: list[int] = []
+    for row, segment in enumerate(segments):
+        start = row * width + len(segment.token_ids)
+        places.extend(range(start, row * width + segment.length))
+    return places
 
 
 def _slot_cache(cache: object) -> SlotCache:

@@ -11,13 +11,16 @@ Each step:
    (``engine.drafting.batch_draft.BatchDrafter``).
 3. One target forward over the packed new tokens of every sequence: a joining
    sequence's prompt, the others' pending token plus their drafts
-   (``engine.packed_target``). A target with linear-attention layers (Qwen3-Next)
-   cannot share a packed row's recurrent state, so it runs one batch-1 forward per
-   sequence instead (``engine.recurrent_target``).
+   (``engine.packed_target``; ``engine.slot_target`` on a GPU, which takes the drafts
+   on the device unread, so the host queues this forward while the head still runs). A
+   target with linear-attention layers (Qwen3-Next) cannot share a packed row's recurrent
+   state, so it runs one batch-1 forward per sequence instead (``engine.recurrent_target``).
 4. Every sequence is verified on the device, greedy ones together and sampled ones by
-   speculative sampling with their own generators, and the verdicts are read back in one
-   host sync (``speculative.verification``). Each keeps its accepted prefix plus the
-   target's token and crops its KV cache by the drafts it rejected: acceptance is ragged.
+   speculative sampling with their own generators, and the verdicts are read back with
+   the drafts in one host sync (``speculative.verification``): on the slot pool, the
+   step's only read.
+   Each keeps its accepted prefix plus the target's token and crops its KV cache by the
+   drafts it rejected: acceptance is ragged.
 
 Without a head (or with K = 0) it is plain decoding on the same engine, the baseline a
 speedup is measured against. Greedy output equals the target's plain greedy decoding of
@@ -50,10 +53,9 @@ from engine.serving_targets import sequence_limit, serving_target
 from serving.metrics import EngineMetrics
 from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
-from serving.step_verification import drafted_ids, step_verdicts
+from serving.step_verification import RowVerdict, step_verdicts
 from speculative.decoder import _check_head_fits, _eos_of
 from speculative.sequence import SequenceState
-from speculative.verification import Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -282,10 +284,8 @@ class ServingEngine:
         batch_size = len(self._active)
         k = self.speculation.num_tokens(batch_size) if self.head is not None else 0
         proposals = self._draft(k)
-        drafted = drafted_ids(proposals)
         segments = [
-            self._segment(active, proposal, ids)
-            for active, proposal, ids in zip(self._active, proposals, drafted, strict=True)
+            self._segment(active, proposal) for active, proposal in zip(self._active, proposals, strict=True)
         ]
         outputs = self.target.forward(segments)
         verdicts = step_verdicts(
@@ -296,17 +296,15 @@ class ServingEngine:
             no_drafts=self._no_drafts,
             vocab_size=self.vocab_size,
         )
-        for active, proposal, ids, output, verdict in zip(
-            self._active, proposals, drafted, outputs, verdicts, strict=True
-        ):
-            self._advance(active, proposal, ids, output, verdict)
+        for active, proposal, output, verdict in zip(self._active, proposals, outputs, verdicts, strict=True):
+            self._advance(active, proposal, output, verdict)
         self.metrics.record_step(k)
         # A step that captured a CUDA graph (the first of its shape) costs what the capture
         # does, tens of steps: it would teach the cost model that its K is slow.
         if decoding_only and CAPTURED.captures == captures:
             # The verdicts were read back above, so on a GPU this wall time covers the step's
             # kernels too.
-            drafted_k = max((len(ids) for ids in drafted), default=0)
+            drafted_k = max((len(row.drafted) for row in verdicts), default=0)
             self.speculation.observe_step(batch_size, drafted_k, time.perf_counter() - started)
 
     def _draft(self, k: int) -> list[Proposal | None]:
@@ -342,23 +340,21 @@ class ServingEngine:
         )
 
     @staticmethod
-    def _segment(active: _Active, proposal: Proposal | None, drafted: list[int]) -> Segment:
+    def _segment(active: _Active, proposal: Proposal | None) -> Segment:
         if not active.prefilled:
             return Segment(active.cache, active.sequence.prompt_ids, keep=1)
-        tokens = [active.sequence.last_token]
-        if proposal is not None:
-            tokens += drafted
-        return Segment(active.cache, tokens, keep=len(tokens))
+        if proposal is None:
+            return Segment(active.cache, [active.sequence.last_token], keep=1)
+        # The drafts stay on the device (their count is a shape): they come back with the verdicts.
+        drafts = proposal.token_ids
+        keep = 1 + int(drafts.shape[0])
+        return Segment(active.cache, [active.sequence.last_token], keep=keep, drafted=drafts)
 
     def _advance(
-        self,
-        active: _Active,
-        proposal: Proposal | None,
-        drafted: list[int],
-        output: SegmentOutput,
-        verdict: Verdict,
+        self, active: _Active, proposal: Proposal | None, output: SegmentOutput, row: RowVerdict
     ) -> None:
         """Keep what this step decided (``step_verdicts``)."""
+        verdict = row.verdict
         if proposal is None:
             if not active.prefilled:
                 self.metrics.prompt_tokens.inc(len(active.sequence.prompt_ids))
@@ -366,7 +362,7 @@ class ServingEngine:
             self._keep_features(active, output.features)
             self._emit(active, [verdict.next_token])
             return
-        proposed = len(drafted)
+        proposed = len(row.drafted)
         active.cache.crop(active.cache.length - (proposed - verdict.accepted))
         assert output.features is not None  # a head's forward always captures
         active.unseen = output.features[: verdict.accepted + 1]
@@ -374,7 +370,7 @@ class ServingEngine:
         active.handle.stats.accepted_per_step.append(verdict.accepted)
         self.speculation.observe(proposed, verdict.accepted)
         self.metrics.record_verification(proposed, verdict.accepted)
-        self._emit(active, [*drafted[: verdict.accepted], verdict.next_token])
+        self._emit(active, row.accepted_tokens)
 
     @staticmethod
     def _keep_features(active: _Active, features: torch.Tensor | None) -> None:

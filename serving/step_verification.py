@@ -1,31 +1,31 @@
-"""One serving step's drafts read back and its rows verified, each in one host sync for the
-whole batch (``serving.engine``'s step 4): greedy rows together, sampled rows by speculative
-sampling with their own generators (``speculative.verification``)."""
+"""One serving step's rows verified and read back, with the drafts they judged, in one host
+sync for the whole batch (``serving.engine``'s step 4): greedy rows together, sampled rows by
+speculative sampling with their own generators (``speculative.verification``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 from engine.drafting.draft import Proposal
 from engine.sampling import SamplingParams, rows_probabilities
 from engine.segments import SegmentOutput
-from speculative.verification import Verdict, greedy_verdicts, read_verdicts, sampled_verdicts
+from speculative.verification import Verdict, greedy_verdicts, read_verdicts_and_drafts, sampled_verdicts
 
 
-def drafted_ids(proposals: Sequence[Proposal | None]) -> list[list[int]]:
-    """Each proposal's drafted ids on the host (the step's segments are host token lists), read
-    back in one sync for the whole batch rather than one per sequence; [] where none."""
-    drafted = [proposal.token_ids for proposal in proposals if proposal is not None]
-    flat: list[int] = torch.cat(drafted).tolist() if drafted else []
-    ids: list[list[int]] = []
-    start = 0
-    for proposal in proposals:
-        count = 0 if proposal is None else int(proposal.token_ids.shape[0])
-        ids.append(flat[start : start + count])
-        start += count
-    return ids
+@dataclass(frozen=True, slots=True)
+class RowVerdict:
+    """One row's verdict and the ids it drafted this step ([] where none), on the host."""
+
+    verdict: Verdict
+    drafted: list[int]
+
+    @property
+    def accepted_tokens(self) -> list[int]:
+        """What the row emits: its accepted drafts, then the target's token."""
+        return [*self.drafted[: self.verdict.accepted], self.verdict.next_token]
 
 
 def step_verdicts(
@@ -36,9 +36,10 @@ def step_verdicts(
     *,
     no_drafts: torch.Tensor,
     vocab_size: int,
-) -> list[Verdict]:
+) -> list[RowVerdict]:
     """The verdict of every row (its next token alone when it drafted nothing), greedy rows
-    and sampled rows each decided on the device, read back in one host sync for the batch.
+    and sampled rows each decided on the device, read back in one host sync for the batch
+    together with the drafts: the step fed them to the target on the device, unread.
 
     ``no_drafts`` is an empty id tensor on the device, made once by the caller."""
     greedy: list[int] = []
@@ -57,8 +58,15 @@ def step_verdicts(
         rows_probabilities([scored[row] for row in sampled], [samplings[row] for row in sampled]),
         [_generator(generators[row]) for row in sampled],
     )
-    by_row = dict(zip([*greedy, *sampled], read_verdicts(greedy_rows, sampled_rows), strict=True))
-    return [by_row[row] for row in range(len(samplings))]
+    verdicts, flat = read_verdicts_and_drafts([greedy_rows, sampled_rows], drafts)
+    by_row = dict(zip([*greedy, *sampled], verdicts, strict=True))
+    rows: list[RowVerdict] = []
+    start = 0
+    for row, ids in enumerate(drafts):
+        count = int(ids.shape[0])
+        rows.append(RowVerdict(by_row[row], flat[start : start + count]))
+        start += count
+    return rows
 
 
 def _draft_probs(proposal: Proposal | None, vocab_size: int, device: torch.device) -> torch.Tensor:

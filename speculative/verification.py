@@ -202,17 +202,31 @@ def padded(
 
 def read_verdicts(*verdicts: torch.Tensor) -> list[Verdict]:
     """The verdicts of every [R, 2] tensor given, in order, read back in one host sync."""
-    filled = [rows for rows in verdicts if rows.shape[0] > 0]
-    pairs: list[list[int]] = torch.cat(filled).tolist() if filled else []
-    return [Verdict(accepted=int(count), next_token=int(token)) for count, token in pairs]
+    return read_verdicts_and_drafts(verdicts, [])[0]
+
+
+def read_verdicts_and_drafts(
+    verdicts: Sequence[torch.Tensor], draft_ids: Sequence[torch.Tensor]
+) -> tuple[list[Verdict], list[int]]:
+    """The verdicts of every [R, 2] tensor of ``verdicts`` and every id of ``draft_ids``,
+    concatenated, in one host sync (a serving step's one read)."""
+    # Operators per tensor of ``verdicts`` (at most two), none per row of drafts: a step's
+    # launches must not grow with its batch.
+    parts = [rows.reshape(-1).to(torch.long) for rows in verdicts if rows.shape[0] > 0]
+    drafted = [ids for ids in draft_ids if ids.shape[0] > 0]
+    if drafted:
+        parts.append(torch.cat(drafted).reshape(-1).to(torch.long))
+    values: list[int] = torch.cat(parts).tolist() if parts else []
+    pairs = sum(int(rows.shape[0]) for rows in verdicts)
+    read = [Verdict(accepted=values[2 * i], next_token=values[2 * i + 1]) for i in range(pairs)]
+    return read, values[2 * pairs :]
 
 
 def read_verdict_and_drafts(verdict: torch.Tensor, draft_ids: torch.Tensor) -> tuple[Verdict, list[int]]:
     """One row's verdict [1, 2] and the drafts it accepts, of ``draft_ids`` [K], in one host
     sync: read apart, the accepted drafts would cost the batch-1 decoder a second sync a round."""
-    values: list[int] = torch.cat([verdict.reshape(-1), draft_ids.to(verdict.dtype)]).tolist()
-    accepted, next_token = int(values[0]), int(values[1])
-    return Verdict(accepted=accepted, next_token=next_token), values[2 : 2 + accepted]
+    (read,), drafted = read_verdicts_and_drafts([verdict.reshape(1, 2)], [draft_ids])
+    return read, drafted[: read.accepted]
 
 
 def _check_rows(draft_ids: Sequence[torch.Tensor], scores: Sequence[torch.Tensor]) -> None:

@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from engine.packed_target import PackedTarget
+from engine.sampling import SamplingParams
 from engine.segments import Segment
 from engine.serving_targets import serving_target
 from engine.slot_target import SlotTarget
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
-from tests.fixtures.host_syncs import counting_host_reads
+from tests.fixtures.host_syncs import HostReads, counting_host_reads
 from tests.speculative.engine_doubles import hf_greedy, oracle_head, random_head, tiny_target
 
 PROMPTS = [
@@ -155,3 +156,42 @@ def test_a_batch_holding_the_first_slots_reads_the_pool_in_place_in_any_order(
             assert gathered == [False, True]
     finally:
         slots.close()
+
+
+def test_a_speculative_step_on_the_slot_pool_reads_back_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drafts go into the verification on the device and come back with the verdicts: a
+    step reads the device once, so on a GPU the host queues the target's forward while the
+    head's chain still runs (reading the drafts first made it wait for the chain)."""
+    target = tiny_target("LlamaForCausalLM")
+    target.generation_config.eos_token_id = None
+    reads_per_step: list[int] = []
+    reads = HostReads()
+    original = ServingEngine._step
+
+    def counted(engine: ServingEngine) -> None:
+        # The test thread only waits meanwhile: every read counted here is the engine's.
+        before = reads.count
+        original(engine)
+        reads_per_step.append(reads.count - before)
+
+    monkeypatch.setattr(ServingEngine, "_step", counted)
+    sampled = SamplingParams(temperature=0.8, top_p=0.9)
+    with (
+        counting_host_reads(monkeypatch, reads),
+        ServingEngine(
+            target,
+            random_head(target),
+            speculation=FixedSpeculation(3),
+            max_batch_size=3,
+            attention="slots",
+            eos_token_ids=[],
+        ) as engine,
+    ):
+        requests = [GenerationRequest(p, n) for p, n in zip(PROMPTS[:3], [20, 9, 14], strict=True)]
+        requests.append(GenerationRequest(PROMPTS[3], 11, sampling=sampled, seed=5))
+        handles = [engine.submit(request) for request in requests]
+        outputs = [handle.wait(60) for handle in handles]
+    assert [len(output) for output in outputs] == [20, 9, 14, 11]
+    assert sum(sum(handle.stats.proposed_per_step) for handle in handles) > 0
+    assert reads_per_step
+    assert set(reads_per_step) == {1}
