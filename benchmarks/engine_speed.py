@@ -10,14 +10,15 @@ Rows of the table:
   on a GPU);
 - distillation with features, at each ``--rows``: reply tokens/s and replies/s of
   ``generate_batched`` over the built-in datasets' prompts (greedy, the aux layers recorded as
-  ``trainer train`` records them), with the GPU's mean utilisation while it ran; at the most
-  rows also with the other schedule (``engine.step_readback``): ended rows read at once on a
-  GPU, whose default reads them a step late, once the next step is queued; and with the other
-  admission (``engine.join_policy``): on a GPU prompts join as soon as a slot frees, where its
-  default waits for an eighth of the rows;
+  ``trainer train`` records them), with the GPU's mean utilisation while it ran;
 - the serving engine, 8 concurrent requests: output tokens/s of plain decoding and of EAGLE
   (K=3) with ``--head`` (the shipped head by default; the slot-pool target on CUDA, the exact
   packed target elsewhere);
+- last, what the device does not default to: at the most rows, distillation with ended rows
+  read at once on a GPU (its default reads them a step late, once the next step is queued,
+  ``engine.step_readback``) and with prompts joining as soon as a slot frees (its default waits
+  for an eighth of the rows, ``engine.join_policy``); plain serving with each step read at
+  once (its default reads a plain step once the next is queued, ``serving.step_rows``);
 - the head's draft step (``BatchDrafter``, K=3, 200 entries cached per sequence) for 1 and 8
   sequences, ms: one head forward per chain step for the whole batch (on CUDA one graph
   replay a greedy proposal, and the same proposal eagerly beside it);
@@ -210,13 +211,15 @@ def serving_tokens_per_s(
     prompts: list[list[int]],
     tokens: int,
     head: Eagle3DraftModel | None = None,
+    *,
     sampling: SamplingParams = GREEDY,
+    overlap: bool | None = None,
 ) -> float:
-    """Output tokens/s of 16 requests, 8 at a time; sampled requests each seeded by their index."""
+    """Output tokens/s of 16 requests, 8 at a time; sampled requests each seeded by their index.
+    ``overlap``: whether plain steps are read once the next is queued (None: the device's default)."""
     speculation = FixedSpeculation(3 if head is not None else 0)
-    with ServingEngine(
-        model, head, speculation=speculation, max_batch_size=8, eos_token_ids=[], pack_weights=False
-    ) as engine:
+    options = {"max_batch_size": 8, "eos_token_ids": [], "pack_weights": False, "overlap": overlap}
+    with ServingEngine(model, head, speculation=speculation, **options) as engine:  # type: ignore[arg-type]
         engine.submit(GenerationRequest(prompts[0], 4)).wait(600)  # warm-up
         with captures_during() as captured:
             started = time.perf_counter()
@@ -318,11 +321,10 @@ def main() -> None:
     print(f"| batch-1 decode, engine step | {engine_ms_per_token(model, prompts[0], tokens):.2f} ms/token |")
     for rows in args.rows:
         tokens_per_s, replies_per_s, busy, captures = distillation(model, prompts, rows, args.max_new_tokens)
-        use = "n/a" if busy is None else f"{busy:.0f} %"
         print(
             f"| distillation with features, {rows} rows, {len(prompts)} prompts × ≤{args.max_new_tokens} "
-            f"| {tokens_per_s:,.0f} reply tokens/s, {replies_per_s:.1f} replies/s, GPU busy {use}, "
-            f"{captures} graphs captured after the warm-up's |"
+            f"| {tokens_per_s:,.0f} reply tokens/s, {replies_per_s:.1f} replies/s, "
+            f"GPU busy {busy_text(busy)}, {captures} graphs captured after the warm-up's |"
         )
     rows = max(args.rows)
     serving = serving_tokens_per_s(model, prompts, tokens)
@@ -339,7 +341,7 @@ def main() -> None:
         print(f"| serving engine and draft step with a head | no head at {args.head} |")
     # Last, so that a slow device spends the table's time limit on the rows above first: the
     # other distillation schedule and admission at the most rows.
-    other_schedules(model, prompts, rows, args.max_new_tokens, device)
+    other_schedules(model, prompts, rows, max_new_tokens=args.max_new_tokens, tokens=tokens)
 
 
 def head_rows(
@@ -354,7 +356,7 @@ def head_rows(
         f"| {eagle:,.1f} output tokens/s |"
     )
     # Sampled serving: each row's drafts, verification and target distributions on the device.
-    sampled_eagle = serving_tokens_per_s(model, prompts, tokens, head, SamplingParams(0.7, 0.9))
+    sampled_eagle = serving_tokens_per_s(model, prompts, tokens, head, sampling=SamplingParams(0.7, 0.9))
     print(
         f"| serving engine, EAGLE K=3, sampled (temperature 0.7, top-p 0.9), 8 concurrent, 16 × {tokens} "
         f"tokens | {sampled_eagle:,.1f} output tokens/s |"
@@ -371,27 +373,36 @@ def head_rows(
 
 
 def other_schedules(
-    model: PreTrainedModel, prompts: list[list[int]], rows: int, max_new_tokens: int, device: torch.device
+    model: PreTrainedModel, prompts: list[list[int]], rows: int, *, max_new_tokens: int, tokens: int
 ) -> None:
-    """Distillation at ``rows`` with the schedule and the admission the device does not default to."""
-    # The other schedule at the most rows: ended rows read at once on a GPU (its default reads
-    # them a step late, once the next step is queued), a step late on a CPU.
-    late = device.type != "cuda"
-    tokens_per_s, _, busy, _ = distillation(model, prompts, rows, max_new_tokens, overlap=late)
-    use = "n/a" if busy is None else f"{busy:.0f} %"
+    """What the device does not default to: at ``rows`` rows, distillation's other schedule and
+    admission; plain serving (``tokens`` a request) with its other schedule."""
+    gpu = model.device.type == "cuda"
+    # A GPU reads a step once the next is queued (distillation's ended rows, plain serving
+    # steps); here the other way: at once on a GPU, a step late on a CPU.
+    late = "a step late" if not gpu else "at once"
+    speed, _, busy, _ = distillation(model, prompts, rows, max_new_tokens, overlap=not gpu)
     print(
-        f"| distillation with features, {rows} rows, ended rows read {'a step late' if late else 'at once'} "
-        f"(the other schedule) | {tokens_per_s:,.0f} reply tokens/s, GPU busy {use} |"
+        f"| distillation with features, {rows} rows, ended rows read {late} (the other schedule) "
+        f"| {speed:,.0f} reply tokens/s, GPU busy {busy_text(busy)} |"
     )
-    # And the other admission: on a GPU each prompt as soon as a slot frees (its default waits
-    # for an eighth of the rows, to run fewer eager prefills), on a CPU an eighth at a time.
-    join_at = 1 if device.type == "cuda" else max(1, rows // JOIN_SHARE)
-    tokens_per_s, _, busy, _ = distillation(model, prompts, rows, max_new_tokens, join_at=join_at)
-    use = "n/a" if busy is None else f"{busy:.0f} %"
+    serving = serving_tokens_per_s(model, prompts, tokens, overlap=not gpu)
+    print(
+        f"| serving engine, plain, 8 concurrent, 16 × {tokens} tokens, steps read {late} "
+        f"(the other schedule) | {serving:,.1f} output tokens/s |"
+    )
+    # The other admission: on a GPU each prompt as soon as a slot frees (its default waits for
+    # an eighth of the rows, to run fewer eager prefills), on a CPU an eighth at a time.
+    join_at = 1 if gpu else max(1, rows // JOIN_SHARE)
+    speed, _, busy, _ = distillation(model, prompts, rows, max_new_tokens, join_at=join_at)
     print(
         f"| distillation with features, {rows} rows, prompts join when {join_at} slot(s) are free "
-        f"(the other admission) | {tokens_per_s:,.0f} reply tokens/s, GPU busy {use} |"
+        f"(the other admission) | {speed:,.0f} reply tokens/s, GPU busy {busy_text(busy)} |"
     )
+
+
+def busy_text(busy: float | None) -> str:
+    return "n/a" if busy is None else f"{busy:.0f} %"
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@
 #   3. benchmarks/engine_speed.py: one sync, batch-1 decode ms/token, distillation reply
 #      tokens/s with features at 64 and 256 rows (GPU utilisation), serving at 8 concurrent
 #      plain and with that head (K=3), one layer's attention both ways (query groups folded and
-#      SDPA's GQA), the head's draft step at 1 and 8 sequences (graph and eager);
+#      SDPA's GQA), the head's draft step at 1 and 8 sequences (graph and eager), and last
+#      what the GPU does not default to (distillation and plain serving read at once, prompts
+#      joining as soon as a slot frees);
 #   4. the CUDA-only tests (tests/engine/test_engine_cuda.py).
 # Each step's time limit shrinks to what is left of DEADLINE seconds (default 560: the device
 # tool stops a command at 600), so a slow step costs the later ones, never the results so far;

@@ -22,6 +22,10 @@ Each step:
    Each keeps its accepted prefix plus the target's token and crops its KV cache by the
    drafts it rejected: acceptance is ragged.
 
+On a GPU a plain step (K = 0) is read only once the next one is queued, each row fed the
+token it chose on the device (``serving.step_rows``), so the host's bookkeeping runs beside
+the device's work instead of between its steps.
+
 Without a head (or with K = 0) it is plain decoding on the same engine, the baseline a
 speedup is measured against. Greedy output equals the target's plain greedy decoding of
 each request alone (see ``packed_attention`` for why it is exact).
@@ -34,8 +38,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from contextlib import ExitStack
-from dataclasses import dataclass, field
 from types import TracebackType
 
 import torch
@@ -43,17 +45,18 @@ from transformers import PreTrainedModel
 
 from engine.cuda_graphs import CAPTURED
 from engine.device_health import device_fault
-from engine.drafting.batch_draft import BatchDrafter, DraftRequest
+from engine.drafting.batch_draft import BatchDrafter
 from engine.drafting.draft import Proposal
 from engine.heads.draft_precision import draft_dtype
 from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
-from engine.segments import Segment, SegmentOutput, SequenceCache, ServingTarget
+from engine.segments import SegmentOutput, ServingTarget
 from engine.serving_targets import sequence_limit, serving_target
 from serving.metrics import EngineMetrics
 from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
-from serving.step_verification import RowVerdict, step_verdicts
+from serving.step_rows import ActiveRequest, QueuedStep, draft_proposals, segment_of
+from serving.step_verification import RowVerdict, queue_step_verdicts
 from speculative.decoder import _check_head_fits, _eos_of
 from speculative.sequence import SequenceState
 
@@ -61,20 +64,6 @@ logger = logging.getLogger(__name__)
 
 # How often an idle engine thread wakes up to notice ``close``.
 _IDLE_POLL_SECONDS = 0.1
-
-
-@dataclass(slots=True)
-class _Active:
-    """A request in the batch."""
-
-    handle: RequestHandle
-    sequence: SequenceState
-    cache: SequenceCache
-    generator: torch.Generator | None
-    draft_slot: int | None  # its slot of the head's key/value pool, when it drafts
-    session: ExitStack = field(default_factory=ExitStack)
-    unseen: torch.Tensor | None = None  # target features the head has no cache entries for yet
-    prefilled: bool = False
 
 
 class ServingEngine:
@@ -97,6 +86,7 @@ class ServingEngine:
         pack_weights: bool | None = None,
         attention: str = "auto",
         on_device_failure: Callable[[str], None] | None = None,
+        overlap: bool | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
@@ -142,8 +132,13 @@ class ServingEngine:
         )
         self.metrics = EngineMetrics(max_positions=self.speculation.max_tokens)
         self._no_drafts = torch.empty(0, dtype=torch.long, device=self.device)
+        # Plain steps overlap on a GPU (serving.step_rows); a CPU has nothing to overlap, and
+        # would only run a dead row's step after every EOS.
+        self.overlap = self.device.type == "cuda" if overlap is None else overlap
+        self._pending: QueuedStep | None = None
+        self._last_read = 0.0  # perf_counter when a step's verdicts were last read
         self._queue: queue.Queue[RequestHandle] = queue.Queue()
-        self._active: list[_Active] = []
+        self._active: list[ActiveRequest] = []
         self._stopping = threading.Event()
         self._closed = False
         # Set when a failed step left the device unable to run another (engine.device_health):
@@ -212,6 +207,7 @@ class ServingEngine:
         while not self._stopping.is_set():
             self._admit()
             if not self._active:
+                self._pending = None  # its rows were all cancelled: nothing left to read it for
                 continue
             try:
                 with torch.inference_mode():
@@ -220,6 +216,7 @@ class ServingEngine:
                 logger.exception(
                     "engine step failed; failing the %d requests in the batch", len(self._active)
                 )
+                self._pending = None
                 for active in self._active:
                     self._finish(active, TokenEvent([], "error", error=f"{type(exc).__name__}: {exc}"))
                 if (fault := device_fault(self.device)) is not None:
@@ -241,7 +238,9 @@ class ServingEngine:
 
     def _admit(self) -> None:
         """Move queued requests into the batch; waits a little when there is nothing to do."""
-        while len(self._active) < self.max_batch_size:
+        # A row that ended while a step was queued holds its slot until that step is read.
+        held = self._pending.rows_gone(self._active) if self._pending is not None else 0
+        while len(self._active) + held < self.max_batch_size:
             try:
                 handle = (
                     self._queue.get(timeout=_IDLE_POLL_SECONDS)
@@ -257,7 +256,7 @@ class ServingEngine:
         self.metrics.waiting.set(self._queue.qsize())
         self.metrics.running.set(len(self._active))
 
-    def _activate(self, handle: RequestHandle) -> _Active:
+    def _activate(self, handle: RequestHandle) -> ActiveRequest:
         request = handle.request
         generator = None
         if not request.sampling.greedy:
@@ -271,7 +270,7 @@ class ServingEngine:
             max_new_tokens=request.max_new_tokens,
             eos_token_ids=frozenset() if request.ignore_eos else self.eos_token_ids,
         )
-        active = _Active(handle, sequence, self.target.new_cache(), generator, draft_slot=None)
+        active = ActiveRequest(handle, sequence, self.target.new_cache(), generator, draft_slot=None)
         if self.drafter is not None:
             active.draft_slot = self.drafter.slots.acquire()
             active.session.callback(self.drafter.slots.release, active.draft_slot)
@@ -279,79 +278,79 @@ class ServingEngine:
 
     def _step(self) -> None:
         started, captures = time.perf_counter(), CAPTURED.captures
-        # A step that prefills a joining prompt costs what the prompt costs, not what K does.
-        decoding_only = all(active.prefilled for active in self._active)
-        batch_size = len(self._active)
-        k = self.speculation.num_tokens(batch_size) if self.head is not None else 0
-        proposals = self._draft(k)
+        k = self.speculation.num_tokens(len(self._active)) if self.head is not None else 0
+        pending, self._pending = self._pending, None
+        if pending is not None and k > 0:
+            # Drafting needs what each row accepted: read the queued step first.
+            self._read(pending)
+            pending = None
+            self._retire()
+            if not self._active:
+                return
+        queued = self._queue_step(k, pending, started, captures)
+        if queued is None:  # every row ends in the queued step
+            assert pending is not None
+            self._read(pending)
+            return
+        if pending is not None:
+            self._read(pending)  # the step before, while this one runs
+        if self.overlap and k == 0:
+            self._pending = queued
+        else:
+            self._read(queued)
+
+    def _queue_step(
+        self, k: int, fed_by: QueuedStep | None, started: float, captures: int
+    ) -> QueuedStep | None:
+        """Drafts, the target's forward and the verdicts of one step, queued on the device.
+        Rows in ``fed_by`` (a plain step not read yet) take the token it chose, unread."""
+        rows = [
+            active
+            for active in self._active
+            if fed_by is None or fed_by.feeds(active) or fed_by.index_of(active) is None
+        ]
+        if not rows:
+            return None
+        fed = [fed_by is not None and fed_by.feeds(active) for active in rows]
+        proposals = draft_proposals(self.drafter, rows, k)
         segments = [
-            self._segment(active, proposal) for active, proposal in zip(self._active, proposals, strict=True)
+            fed_by.fed_segment(active) if fed_by is not None and from_device else segment_of(active, proposal)
+            for active, proposal, from_device in zip(rows, proposals, fed, strict=True)
         ]
         outputs = self.target.forward(segments)
-        verdicts = step_verdicts(
+        verdicts = queue_step_verdicts(
             proposals,
             outputs,
-            [active.handle.request.sampling for active in self._active],
-            [active.generator for active in self._active],
+            [active.handle.request.sampling for active in rows],
+            [active.generator for active in rows],
             no_drafts=self._no_drafts,
             vocab_size=self.vocab_size,
         )
-        for active, proposal, output, verdict in zip(self._active, proposals, outputs, verdicts, strict=True):
-            self._advance(active, proposal, output, verdict)
-        self.metrics.record_step(k)
+        # A step that prefills a joining prompt costs what the prompt costs, not what K does.
+        timed = all(active.prefilled or from_device for active, from_device in zip(rows, fed, strict=True))
+        return QueuedStep(rows, proposals, outputs, verdicts, k, timed, started, captures)
+
+    def _read(self, step: QueuedStep) -> None:
+        """Read a queued step's verdicts and keep what it decided for every row still there."""
+        verdicts = step.verdicts.read()
+        for active, proposal, output, row in zip(
+            step.rows, step.proposals, step.outputs, verdicts, strict=True
+        ):
+            if not active.gone:  # a row that ended in the step before ran this one dead
+                self._advance(active, proposal, output, row)
+        self.metrics.record_step(step.k)
+        now = time.perf_counter()
         # A step that captured a CUDA graph (the first of its shape) costs what the capture
-        # does, tens of steps: it would teach the cost model that its K is slow.
-        if decoding_only and CAPTURED.captures == captures:
-            # The verdicts were read back above, so on a GPU this wall time covers the step's
-            # kernels too.
+        # does, tens of steps: it would teach the cost model that its K is slow. An overlapped
+        # step costs the time between two reads: its queueing ran beside the one before.
+        if step.timed and CAPTURED.captures == step.captures:
             drafted_k = max((len(row.drafted) for row in verdicts), default=0)
-            self.speculation.observe_step(batch_size, drafted_k, time.perf_counter() - started)
-
-    def _draft(self, k: int) -> list[Proposal | None]:
-        """Up to ``k`` drafts for every sequence that can take them, in one batch."""
-        proposals: list[Proposal | None] = [None] * len(self._active)
-        if self.drafter is None or k < 1:
-            return proposals
-        drafting: list[int] = []
-        requests: list[DraftRequest] = []
-        for index, active in enumerate(self._active):
-            request = self._draft_request(self.drafter, active, k)
-            if request is not None:
-                drafting.append(index)
-                requests.append(request)
-        for index, proposal in zip(drafting, self.drafter.propose(requests), strict=True):
-            proposals[index] = proposal
-        return proposals
-
-    def _draft_request(self, drafter: BatchDrafter, active: _Active, k: int) -> DraftRequest | None:
-        num_drafts = min(k, active.sequence.remaining - 1)
-        slot = active.draft_slot
-        if slot is None or not active.prefilled or num_drafts < 1 or active.unseen is None:
-            return None
-        # The head's entries lag the target by the positions it has not seen features of.
-        next_ids = active.sequence.tokens_in(drafter.slots.length(slot) + 1, active.cache.length + 1)
-        return DraftRequest(
-            slot=slot,
-            aux_hidden_states=active.unseen,
-            next_token_ids=next_ids,
-            num_tokens=num_drafts,
-            params=active.handle.request.sampling,
-            generator=active.generator,
-        )
-
-    @staticmethod
-    def _segment(active: _Active, proposal: Proposal | None) -> Segment:
-        if not active.prefilled:
-            return Segment(active.cache, active.sequence.prompt_ids, keep=1)
-        if proposal is None:
-            return Segment(active.cache, [active.sequence.last_token], keep=1)
-        # The drafts stay on the device (their count is a shape): they come back with the verdicts.
-        drafts = proposal.token_ids
-        keep = 1 + int(drafts.shape[0])
-        return Segment(active.cache, [active.sequence.last_token], keep=keep, drafted=drafts)
+            seconds = now - max(step.started, self._last_read)
+            self.speculation.observe_step(len(step.rows), drafted_k, seconds)
+        self._last_read = now
 
     def _advance(
-        self, active: _Active, proposal: Proposal | None, output: SegmentOutput, row: RowVerdict
+        self, active: ActiveRequest, proposal: Proposal | None, output: SegmentOutput, row: RowVerdict
     ) -> None:
         """Keep what this step decided (``step_verdicts``)."""
         verdict = row.verdict
@@ -373,13 +372,13 @@ class ServingEngine:
         self._emit(active, row.accepted_tokens)
 
     @staticmethod
-    def _keep_features(active: _Active, features: torch.Tensor | None) -> None:
+    def _keep_features(active: ActiveRequest, features: torch.Tensor | None) -> None:
         """Without drafts this step, the head still needs these positions' features later."""
         if features is None or active.draft_slot is None:
             return
         active.unseen = features if active.unseen is None else torch.cat([active.unseen, features])
 
-    def _emit(self, active: _Active, token_ids: list[int]) -> None:
+    def _emit(self, active: ActiveRequest, token_ids: list[int]) -> None:
         sequence = active.sequence
         before = len(sequence.new_token_ids)
         sequence.emit(token_ids)
@@ -388,7 +387,7 @@ class ServingEngine:
         active.handle.deliver(TokenEvent(new, sequence.finish_reason))
 
     def _retire(self) -> None:
-        still: list[_Active] = []
+        still: list[ActiveRequest] = []
         for active in self._active:
             if active.sequence.finished or active.handle.done:
                 self._release(active)
@@ -399,12 +398,12 @@ class ServingEngine:
         self._active = still
         self.metrics.running.set(len(still))
 
-    def _finish(self, active: _Active, event: TokenEvent) -> None:
+    def _finish(self, active: ActiveRequest, event: TokenEvent) -> None:
         if not active.handle.done:
             active.handle.deliver(event)
         self._release(active)
 
-    def _release(self, active: _Active) -> None:
+    def _release(self, active: ActiveRequest) -> None:
         active.session.close()
         if active.handle.finish_reason is not None:
             self.metrics.requests_finished.labels(finished_reason=active.handle.finish_reason).inc()

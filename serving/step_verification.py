@@ -12,7 +12,13 @@ import torch
 from engine.drafting.draft import Proposal
 from engine.sampling import SamplingParams, rows_probabilities
 from engine.segments import SegmentOutput
-from speculative.verification import Verdict, greedy_verdicts, read_verdicts_and_drafts, sampled_verdicts
+from speculative.verification import (
+    Verdict,
+    VerdictsCopy,
+    greedy_verdicts,
+    queue_verdicts_and_drafts,
+    sampled_verdicts,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +32,33 @@ class RowVerdict:
     def accepted_tokens(self) -> list[int]:
         """What the row emits: its accepted drafts, then the target's token."""
         return [*self.drafted[: self.verdict.accepted], self.verdict.next_token]
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedVerdicts:
+    """A step's verdicts decided on the device and queued for the host, not yet read."""
+
+    copy: VerdictsCopy
+    rows: list[int]  # the row of each verdict pair, in the copy's order
+    draft_counts: list[int]  # ids each row drafted
+    pairs: torch.Tensor  # [rows, 2] (accepted, next token) on the device, in the copy's order
+
+    def next_token(self, row: int) -> torch.Tensor:
+        """``row``'s next token, [1] on the device (a view: no kernel), for a step queued
+        before this one is read."""
+        at = self.rows.index(row)  # rows: a serving batch's few
+        return self.pairs[at : at + 1, 1]
+
+    def read(self) -> list[RowVerdict]:
+        """Every row's verdict and drafts, in row order: the step's one read."""
+        verdicts, flat = self.copy.read()
+        by_row = dict(zip(self.rows, verdicts, strict=True))
+        result: list[RowVerdict] = []
+        start = 0
+        for row, count in enumerate(self.draft_counts):
+            result.append(RowVerdict(by_row[row], flat[start : start + count]))
+            start += count
+        return result
 
 
 def step_verdicts(
@@ -42,6 +75,21 @@ def step_verdicts(
     together with the drafts: the step fed them to the target on the device, unread.
 
     ``no_drafts`` is an empty id tensor on the device, made once by the caller."""
+    return queue_step_verdicts(
+        proposals, outputs, samplings, generators, no_drafts=no_drafts, vocab_size=vocab_size
+    ).read()
+
+
+def queue_step_verdicts(
+    proposals: Sequence[Proposal | None],
+    outputs: Sequence[SegmentOutput],
+    samplings: Sequence[SamplingParams],
+    generators: Sequence[torch.Generator | None],
+    *,
+    no_drafts: torch.Tensor,
+    vocab_size: int,
+) -> QueuedVerdicts:
+    """``step_verdicts`` up to the read: decided on the device and queued for the host."""
     greedy: list[int] = []
     sampled: list[int] = []
     for index, sampling in enumerate(samplings):
@@ -58,15 +106,14 @@ def step_verdicts(
         rows_probabilities([scored[row] for row in sampled], [samplings[row] for row in sampled]),
         [_generator(generators[row]) for row in sampled],
     )
-    verdicts, flat = read_verdicts_and_drafts([greedy_rows, sampled_rows], drafts)
-    by_row = dict(zip([*greedy, *sampled], verdicts, strict=True))
-    rows: list[RowVerdict] = []
-    start = 0
-    for row, ids in enumerate(drafts):
-        count = int(ids.shape[0])
-        rows.append(RowVerdict(by_row[row], flat[start : start + count]))
-        start += count
-    return rows
+    decided = [rows for rows in (greedy_rows, sampled_rows) if rows.shape[0] > 0]
+    pairs = torch.cat(decided) if len(decided) > 1 else decided[0] if decided else no_drafts.view(0, 2)
+    return QueuedVerdicts(
+        copy=queue_verdicts_and_drafts([pairs], drafts),
+        rows=[*greedy, *sampled],
+        draft_counts=[int(ids.shape[0]) for ids in drafts],
+        pairs=pairs,
+    )
 
 
 def _draft_probs(proposal: Proposal | None, vocab_size: int, device: torch.device) -> torch.Tensor:

@@ -22,7 +22,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from engine.sampling import draw_at, packs_rows
-from engine.transfers import int_tables_to
+from engine.transfers import CopiesQueued, int_tables_to, to_host
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,21 +205,47 @@ def read_verdicts(*verdicts: torch.Tensor) -> list[Verdict]:
     return read_verdicts_and_drafts(verdicts, [])[0]
 
 
-def read_verdicts_and_drafts(
+@dataclass(frozen=True, slots=True)
+class VerdictsCopy:
+    """Verdict pairs and draft ids on their way to the host (``queue_verdicts_and_drafts``)."""
+
+    values: torch.Tensor  # [2 * pairs + drafts] in host memory once ``ready`` has been waited on
+    ready: CopiesQueued
+    pairs: int
+
+    def read(self) -> tuple[list[Verdict], list[int]]:
+        """The verdicts in order and the draft ids, once the copy has run: on a GPU this waits
+        for the kernels queued before the copy only, not for any queued since."""
+        self.ready.wait()
+        values: list[int] = self.values.tolist()
+        read = [Verdict(accepted=values[2 * i], next_token=values[2 * i + 1]) for i in range(self.pairs)]
+        return read, values[2 * self.pairs :]
+
+
+def queue_verdicts_and_drafts(
     verdicts: Sequence[torch.Tensor], draft_ids: Sequence[torch.Tensor]
-) -> tuple[list[Verdict], list[int]]:
+) -> VerdictsCopy:
     """The verdicts of every [R, 2] tensor of ``verdicts`` and every id of ``draft_ids``,
-    concatenated, in one host sync (a serving step's one read)."""
+    concatenated, queued for copying to the host in one copy."""
     # Operators per tensor of ``verdicts`` (at most two), none per row of drafts: a step's
     # launches must not grow with its batch.
     parts = [rows.reshape(-1).to(torch.long) for rows in verdicts if rows.shape[0] > 0]
     drafted = [ids for ids in draft_ids if ids.shape[0] > 0]
     if drafted:
         parts.append(torch.cat(drafted).reshape(-1).to(torch.long))
-    values: list[int] = torch.cat(parts).tolist() if parts else []
     pairs = sum(int(rows.shape[0]) for rows in verdicts)
-    read = [Verdict(accepted=values[2 * i], next_token=values[2 * i + 1]) for i in range(pairs)]
-    return read, values[2 * pairs :]
+    if not parts:
+        return VerdictsCopy(torch.zeros(0, dtype=torch.long), CopiesQueued(torch.device("cpu")), pairs)
+    values = torch.cat(parts)
+    return VerdictsCopy(to_host(values), CopiesQueued(values.device), pairs)
+
+
+def read_verdicts_and_drafts(
+    verdicts: Sequence[torch.Tensor], draft_ids: Sequence[torch.Tensor]
+) -> tuple[list[Verdict], list[int]]:
+    """The verdicts of every [R, 2] tensor of ``verdicts`` and every id of ``draft_ids``,
+    concatenated, in one host sync (a serving step's one read)."""
+    return queue_verdicts_and_drafts(verdicts, draft_ids).read()
 
 
 def read_verdict_and_drafts(verdict: torch.Tensor, draft_ids: torch.Tensor) -> tuple[Verdict, list[int]]:

@@ -68,6 +68,7 @@ def test_every_step_runs_and_what_comes_back_fits_the_device_tool(smollm2_dir: P
     assert (
         "| distillation with features, 2 rows, ended rows read a step late (the other schedule) |" in summary
     )
+    assert "8 concurrent, 16 × 8 tokens, steps read a step late (the other schedule) |" in summary
     assert "| one layer's attention, 2 rows × 4 queries over 1,024 keys | groups folded" in summary
     assert "| serving engine, EAGLE K=3, sampled (temperature 0.7, top-p 0.9), 8 concurrent" in summary
     assert "| head build | base-heads ship |" in summary

@@ -262,6 +262,32 @@ def test_serving_on_cuda_replays_steps_and_agrees_with_greedy_decoding() -> None
     assert captures >= 1
 
 
+def test_overlapped_plain_serving_on_cuda_agrees_with_reading_each_step_at_once() -> None:
+    """A GPU's default: the host queues step k+1, fed step k's tokens on the device, before
+    it reads step k (serving.step_rows). Rows end at EOS at different steps, more requests
+    than rows join as slots free, and sampled rows draw from their own seeded generators."""
+    target = tiny_target("LlamaForCausalLM").to("cuda")
+    target.generation_config.eos_token_id = None
+    prompts = [[5, 17, 33, 8, 41, 12], [9, 9, 3], [70, 1, 5, 6, 7, 8, 9, 10], [4], [30, 31], [8, 8, 8, 2]]
+    sampled = SamplingParams(temperature=0.8, top_p=0.9)
+
+    def serve(overlap: bool, eos: list[int]) -> list[list[int]]:
+        with ServingEngine(target, max_batch_size=3, eos_token_ids=eos, overlap=overlap) as engine:
+            handles = [
+                engine.submit(GenerationRequest(p, 20, sampling=sampled if i % 2 else GREEDY, seed=i))
+                for i, p in enumerate(prompts)
+            ]
+            return [handle.wait(120) for handle in handles]
+
+    plain = serve(False, [])
+    eos = sorted({reply[3 + i] for i, reply in enumerate(plain[:3])})
+    at_once, overlapped = serve(False, eos), serve(True, eos)
+    positions = sum(max(len(a), len(b)) for a, b in zip(at_once, overlapped, strict=True))
+    same = sum(x == y for a, b in zip(at_once, overlapped, strict=True) for x, y in zip(a, b, strict=False))
+    assert same / positions >= 0.99
+    assert any(len(reply) < 20 for reply in at_once)  # some rows ended at EOS
+
+
 def test_packed_verification_and_distributions_on_cuda_agree_with_row_by_row() -> None:
     # On a GPU a batch's rows are packed and gathered (engine.sampling.packs_rows); each row's
     # verdict and distribution must be what it gets alone.

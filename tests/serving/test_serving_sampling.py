@@ -12,7 +12,7 @@ from transformers import PreTrainedModel
 from engine.sampling import SamplingParams, probabilities
 from serving import FixedSpeculation, GenerationRequest, ServingEngine
 from serving import engine as serving_engine
-from speculative.verification import Verdict
+from serving.step_verification import QueuedVerdicts, RowVerdict
 from tests.fixtures.host_syncs import HostReads, counting_host_reads
 from tests.speculative.engine_doubles import random_head, tiny_target
 
@@ -87,18 +87,27 @@ def test_a_sampled_batch_is_verified_with_one_host_read(monkeypatch: pytest.Monk
     once, not two or three numbers per sampled row (each a sync that stalls a GPU's queue)."""
     target = tiny_target("LlamaForCausalLM")
     target.generation_config.eos_token_id = None
+    reads_queueing: list[int] = []
     reads_per_call: list[int] = []
     reads = HostReads()
-    original = serving_engine.step_verdicts
+    queue = serving_engine.queue_step_verdicts
+    read = QueuedVerdicts.read
 
-    def counted(*args: Any, **kwargs: Any) -> list[Verdict]:
+    def counted_queue(*args: Any, **kwargs: Any) -> QueuedVerdicts:
         # The test thread only waits meanwhile: every read counted here is the engine's.
         before = reads.count
-        verdicts = original(*args, **kwargs)
+        queued = queue(*args, **kwargs)
+        reads_queueing.append(reads.count - before)
+        return queued
+
+    def counted_read(queued: QueuedVerdicts) -> list[RowVerdict]:
+        before = reads.count
+        verdicts = read(queued)
         reads_per_call.append(reads.count - before)
         return verdicts
 
-    monkeypatch.setattr(serving_engine, "step_verdicts", counted)
+    monkeypatch.setattr(serving_engine, "queue_step_verdicts", counted_queue)
+    monkeypatch.setattr(QueuedVerdicts, "read", counted_read)
     head = random_head(target)
     with (
         counting_host_reads(monkeypatch, reads),
@@ -114,4 +123,5 @@ def test_a_sampled_batch_is_verified_with_one_host_read(monkeypatch: pytest.Monk
     assert all(len(output) == 12 for output in outputs)
     assert sum(sum(handle.stats.proposed_per_step) for handle in handles) > 0
     assert reads_per_call
+    assert set(reads_queueing) == {0}
     assert set(reads_per_call) == {1}
