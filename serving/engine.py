@@ -352,7 +352,7 @@ class ServingEngine:
     def _advance(
         self, active: ActiveRequest, proposal: Proposal | None, output: SegmentOutput, row: RowVerdict
     ) -> None:
-        """Keep what this step decided (``step_verdicts``)."""
+        """Keep what this step decided (``queue_step_verdicts``)."""
         verdict = row.verdict
         if proposal is None:
             if not active.prefilled:

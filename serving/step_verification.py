@@ -61,25 +61,6 @@ class QueuedVerdicts:
         return result
 
 
-def step_verdicts(
-    proposals: Sequence[Proposal | None],
-    outputs: Sequence[SegmentOutput],
-    samplings: Sequence[SamplingParams],
-    generators: Sequence[torch.Generator | None],
-    *,
-    no_drafts: torch.Tensor,
-    vocab_size: int,
-) -> list[RowVerdict]:
-    """The verdict of every row (its next token alone when it drafted nothing), greedy rows
-    and sampled rows each decided on the device, read back in one host sync for the batch
-    together with the drafts: the step fed them to the target on the device, unread.
-
-    ``no_drafts`` is an empty id tensor on the device, made once by the caller."""
-    return queue_step_verdicts(
-        proposals, outputs, samplings, generators, no_drafts=no_drafts, vocab_size=vocab_size
-    ).read()
-
-
 def queue_step_verdicts(
     proposals: Sequence[Proposal | None],
     outputs: Sequence[SegmentOutput],
@@ -89,7 +70,12 @@ def queue_step_verdicts(
     no_drafts: torch.Tensor,
     vocab_size: int,
 ) -> QueuedVerdicts:
-    """``step_verdicts`` up to the read: decided on the device and queued for the host."""
+    """The verdict of every row (its next token alone when it drafted nothing), greedy rows
+    and sampled rows each decided on the device, queued for the host with the drafts (the
+    step fed them to the target on the device, unread): ``read`` takes them back in one host
+    sync for the batch.
+
+    ``no_drafts`` is an empty id tensor on the device, made once by the caller."""
     greedy: list[int] = []
     sampled: list[int] = []
     for index, sampling in enumerate(samplings):
