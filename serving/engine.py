@@ -52,6 +52,7 @@ from engine.heads.model import Eagle3DraftModel
 from engine.packed_linear import pack_linear_layers, packing_available
 from engine.segments import SegmentOutput, ServingTarget
 from engine.serving_targets import sequence_limit, serving_target
+from engine.slot_target import SlotTarget
 from serving.metrics import EngineMetrics
 from serving.requests import EventSink, GenerationRequest, RequestHandle, TokenEvent
 from serving.speculation import AdaptiveSpeculation, FixedSpeculation, SpeculationPolicy
@@ -132,9 +133,12 @@ class ServingEngine:
         )
         self.metrics = EngineMetrics(max_positions=self.speculation.max_tokens)
         self._no_drafts = torch.empty(0, dtype=torch.long, device=self.device)
-        # Plain steps overlap on a GPU (serving.step_rows); a CPU has nothing to overlap, and
-        # would only run a dead row's step after every EOS.
-        self.overlap = self.device.type == "cuda" if overlap is None else overlap
+        # Plain steps overlap on a GPU's slot pool (serving.step_rows). A CPU has nothing to
+        # overlap, and the targets that build their inputs on the host (packed, recurrent)
+        # would read the queued step's tokens first: each would only run a dead step per EOS.
+        if overlap is None:
+            overlap = self.device.type == "cuda" and isinstance(self.target, SlotTarget)
+        self.overlap = overlap
         self._pending: QueuedStep | None = None
         self._last_read = 0.0  # perf_counter when a step's verdicts were last read
         self._queue: queue.Queue[RequestHandle] = queue.Queue()
