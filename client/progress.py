@@ -80,7 +80,6 @@ class _JobBar:
     def __init__(self, name: str, *, enabled: bool, file: IO[str]) -> None:
         self.name = name
         self.file = file
-        self.stage: str | None = None
         self.stages_written: set[str] = set()
         self.bar = tqdm(
             total=100, desc=name, disable=not enabled, file=file, bar_format=BAR_FORMAT, dynamic_ncols=True
@@ -91,7 +90,6 @@ class _JobBar:
             return
         status = str(detail["OptimizationJobStatus"])
         stage = detail.get("Stage")
-        self.stage = stage or self.stage
         for entered in _stages_entered(detail):
             if entered not in self.stages_written:
                 self.stages_written.add(entered)

@@ -41,7 +41,13 @@ class _Slots:
     Slot ``slots`` (one past the rows) holds the shared prefix, which decode steps never reach."""
 
     def __init__(
-        self, runner: SlotRunner, stop_ids: Sequence[int], max_new_tokens: int, *, waiting: int
+        self,
+        runner: SlotRunner,
+        stop_ids: Sequence[int],
+        max_new_tokens: int,
+        *,
+        waiting: int,
+        join_at: int | None = None,
     ) -> None:
         self.runner, self.max_new = runner, max_new_tokens
         total, device = runner.pool.slots, runner.pool.device
@@ -62,7 +68,7 @@ class _Slots:
         self.epochs = np.zeros(total, dtype=np.int64)  # bumped when a slot changes hands
         self.free = list(range(self.rows))
         self.prefix: list[int] = []
-        self.join_at = rows_per_join(self.rows, device)
+        self.join_at = rows_per_join(self.rows, device) if join_at is None else join_at
         self.left = waiting  # prompts not yet admitted
 
 
@@ -353,8 +359,7 @@ def generate_batched(
     overlapped = runner.pool.device.type == "cuda" if overlap is None else overlap
     stop_asked = False
     try:
-        state = _Slots(runner, stop_ids, max_new_tokens, waiting=len(prompts))
-        state.join_at = state.join_at if join_at is None else join_at
+        state = _Slots(runner, stop_ids, max_new_tokens, waiting=len(prompts), join_at=join_at)
         if recorder is not None:
             recorder.__enter__()
         if shared_prefix:
