@@ -59,7 +59,7 @@ class PackedTarget:
             positions.append(torch.arange(past, past + len(segment_ids)))
             kept.append(torch.arange(len(ids) - segment.keep, len(ids)))
         layout = PackedLayout(
-            caches=[_packed_cache(s.cache) for s in segments], lengths=[len(ids) for ids in tokens]
+            caches=[_packed_cache(s.cache) for s in segments], lengths=[len(each) for each in tokens]
         )
         with packed_layout(layout):
             outputs = self.model(

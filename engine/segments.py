@@ -42,9 +42,14 @@ class Segment:
     drafted: torch.Tensor | None = None  # [k] ids, after token_ids
 
     @property
+    def num_drafted(self) -> int:
+        """Ids in ``drafted`` (a shape, never a read-back)."""
+        return 0 if self.drafted is None else int(self.drafted.shape[0])
+
+    @property
     def length(self) -> int:
-        """Tokens fed: ``token_ids`` then ``drafted`` (a shape, never a read-back)."""
-        return len(self.token_ids) + (0 if self.drafted is None else int(self.drafted.shape[0]))
+        """Tokens fed: ``token_ids`` then ``drafted``."""
+        return len(self.token_ids) + self.num_drafted
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +84,6 @@ def host_token_ids(segments: Sequence[Segment]) -> list[list[int]]:
     tokens: list[list[int]] = []
     start = 0
     for segment in segments:
-        count = segment.length - len(segment.token_ids)
-        tokens.append([*segment.token_ids, *flat[start : start + count]])
-        start += count
+        tokens.append([*segment.token_ids, *flat[start : start + segment.num_drafted]])
+        start += segment.num_drafted
     return tokens

@@ -122,7 +122,7 @@ class SlotTarget:
         every = np.flatnonzero(real.reshape(-1))
         ids, at, writes, slots, kept_rows, real_rows, draft_at = int_tables_to(
             device,
-            pad_rows([[*s.token_ids, *[0] * (s.length - len(s.token_ids))] for s in segments], 0),
+            pad_rows([[*s.token_ids, *[0] * s.num_drafted] for s in segments], 0),
             positions,
             np.where(real, positions, pool.scratch),
             [cache.slot for cache in caches],
@@ -163,7 +163,7 @@ def _draft_places(segments: Sequence[Segment], width: int) -> list[int]:
     places: list[int] = []
     for row, segment in enumerate(segments):
         start = row * width + len(segment.token_ids)
-        places.extend(range(start, row * width + segment.length))
+        places.extend(range(start, start + segment.num_drafted))
     return places
 
 

@@ -292,12 +292,10 @@ class ServingEngine:
             if not self._active:
                 return
         queued = self._queue_step(k, pending, started, captures)
-        if queued is None:  # every row ends in the queued step
-            assert pending is not None
-            self._read(pending)
-            return
         if pending is not None:
             self._read(pending)  # the step before, while this one runs
+        if queued is None:  # every row ended in the step before
+            return
         if self.overlap and k == 0:
             self._pending = queued
         else:
@@ -307,20 +305,21 @@ class ServingEngine:
         self, k: int, fed_by: QueuedStep | None, started: float, captures: int
     ) -> QueuedStep | None:
         """Drafts, the target's forward and the verdicts of one step, queued on the device.
-        Rows in ``fed_by`` (a plain step not read yet) take the token it chose, unread."""
-        rows = [
-            active
-            for active in self._active
-            if fed_by is None or fed_by.feeds(active) or fed_by.index_of(active) is None
-        ]
+        Rows in ``fed_by`` (a plain step not read yet; ``k`` is 0 then) take the token it
+        chose, unread. None when no row is left to run."""
+        if fed_by is None:
+            rows = list(self._active)
+            proposals = draft_proposals(self.drafter, rows, k)
+            segments = [
+                segment_of(active, proposal) for active, proposal in zip(rows, proposals, strict=True)
+            ]
+            # A step that prefills a joining prompt costs what the prompt costs, not what K does.
+            decoding_only = all(active.prefilled for active in rows)
+        else:
+            rows, segments, decoding_only = fed_by.next_inputs(self._active)
+            proposals = [None] * len(rows)
         if not rows:
             return None
-        fed = [fed_by is not None and fed_by.feeds(active) for active in rows]
-        proposals = draft_proposals(self.drafter, rows, k)
-        segments = [
-            fed_by.fed_segment(active) if fed_by is not None and from_device else segment_of(active, proposal)
-            for active, proposal, from_device in zip(rows, proposals, fed, strict=True)
-        ]
         outputs = self.target.forward(segments)
         verdicts = queue_step_verdicts(
             proposals,
@@ -330,9 +329,7 @@ class ServingEngine:
             no_drafts=self._no_drafts,
             vocab_size=self.vocab_size,
         )
-        # A step that prefills a joining prompt costs what the prompt costs, not what K does.
-        timed = all(active.prefilled or from_device for active, from_device in zip(rows, fed, strict=True))
-        return QueuedStep(rows, proposals, outputs, verdicts, k, timed, started, captures)
+        return QueuedStep(rows, proposals, outputs, verdicts, k, decoding_only, started, captures)
 
     def _read(self, step: QueuedStep) -> None:
         """Read a queued step's verdicts and keep what it decided for every row still there."""

@@ -60,28 +60,33 @@ class QueuedStep:
     started: float  # perf_counter when it began queueing
     captures: int  # CUDA graph captures counted when it began
 
-    def index_of(self, active: ActiveRequest) -> int | None:
-        for index, row in enumerate(self.rows):
-            if row is active:
-                return index
-        return None
-
     def rows_gone(self, batch: list[ActiveRequest]) -> int:
         """Rows of this step no longer in ``batch``: each still holds its pool slot, which the
         step's queued work writes, until the step is read and let go."""
         kept = {id(active) for active in batch}
         return sum(1 for row in self.rows if id(row) not in kept)
 
-    def feeds(self, active: ActiveRequest) -> bool:
-        """Whether the next step takes ``active``'s token from this step, on the device: rows
-        this step brings to their ``max_new_tokens`` are left out (they end here, no dead step)."""
-        return self.index_of(active) is not None and active.sequence.remaining > 1
-
-    def fed_segment(self, active: ActiveRequest) -> Segment:
-        """``active``'s input to the next step: the token this step chose, unread."""
-        index = self.index_of(active)
-        assert index is not None
-        return Segment(active.cache, [], keep=1, drafted=self.verdicts.next_token(index))
+    def next_inputs(self, batch: list[ActiveRequest]) -> tuple[list[ActiveRequest], list[Segment], bool]:
+        """The rows and inputs of the next (plain) step, built before this one is read, and
+        whether that step only decodes (no prompt in it). A row of this step takes the token
+        this step chose, unread; one this step brings to its ``max_new_tokens`` is left out (it
+        ends here: no dead step); a row that joined since feeds its prompt."""
+        index_of = {id(row): index for index, row in enumerate(self.rows)}
+        rows: list[ActiveRequest] = []
+        segments: list[Segment] = []
+        decoding_only = True
+        for active in batch:
+            index = index_of.get(id(active))
+            if index is None:
+                segment = segment_of(active, None)
+                decoding_only = decoding_only and active.prefilled
+            elif active.sequence.remaining > 1:
+                segment = Segment(active.cache, [], keep=1, drafted=self.verdicts.next_token(index))
+            else:
+                continue
+            rows.append(active)
+            segments.append(segment)
+        return rows, segments, decoding_only
 
 
 def segment_of(active: ActiveRequest, proposal: Proposal | None) -> Segment:

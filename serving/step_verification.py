@@ -92,8 +92,9 @@ def queue_step_verdicts(
         rows_probabilities([scored[row] for row in sampled], [samplings[row] for row in sampled]),
         [_generator(generators[row]) for row in sampled],
     )
+    # A step has rows, so at least one kind decided some; a cat only when both did.
     decided = [rows for rows in (greedy_rows, sampled_rows) if rows.shape[0] > 0]
-    pairs = torch.cat(decided) if len(decided) > 1 else decided[0] if decided else no_drafts.view(0, 2)
+    pairs = torch.cat(decided) if len(decided) > 1 else decided[0]
     return QueuedVerdicts(
         copy=queue_verdicts_and_drafts([pairs], drafts),
         rows=[*greedy, *sampled],
