@@ -39,24 +39,23 @@ class QueuedVerdicts:
     """A step's verdicts decided on the device and queued for the host, not yet read."""
 
     copy: VerdictsCopy
-    rows: list[int]  # the row of each verdict pair, in the copy's order
+    pair_of: list[int]  # each row's verdict pair, in the copy's order (greedy rows first)
     draft_counts: list[int]  # ids each row drafted
     pairs: torch.Tensor  # [rows, 2] (accepted, next token) on the device, in the copy's order
 
     def next_token(self, row: int) -> torch.Tensor:
         """``row``'s next token, [1] on the device (a view: no kernel), for a step queued
         before this one is read."""
-        at = self.rows.index(row)  # rows: a serving batch's few
+        at = self.pair_of[row]
         return self.pairs[at : at + 1, 1]
 
     def read(self) -> list[RowVerdict]:
         """Every row's verdict and drafts, in row order: the step's one read."""
         verdicts, flat = self.copy.read()
-        by_row = dict(zip(self.rows, verdicts, strict=True))
         result: list[RowVerdict] = []
         start = 0
-        for row, count in enumerate(self.draft_counts):
-            result.append(RowVerdict(by_row[row], flat[start : start + count]))
+        for at, count in zip(self.pair_of, self.draft_counts, strict=True):
+            result.append(RowVerdict(verdicts[at], flat[start : start + count]))
             start += count
         return result
 
@@ -97,10 +96,18 @@ def queue_step_verdicts(
     pairs = torch.cat(decided) if len(decided) > 1 else decided[0]
     return QueuedVerdicts(
         copy=queue_verdicts_and_drafts([pairs], drafts),
-        rows=[*greedy, *sampled],
+        pair_of=_inverse([*greedy, *sampled]),
         draft_counts=[int(ids.shape[0]) for ids in drafts],
         pairs=pairs,
     )
+
+
+def _inverse(order: list[int]) -> list[int]:
+    """Where each row stands in ``order`` (a permutation of the rows)."""
+    positions = [0] * len(order)
+    for position, row in enumerate(order):
+        positions[row] = position
+    return positions
 
 
 def _draft_probs(proposal: Proposal | None, vocab_size: int, device: torch.device) -> torch.Tensor:
