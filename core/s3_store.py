@@ -24,6 +24,9 @@ from core.s3 import S3Location
 logger = logging.getLogger(__name__)
 
 NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
+# A conditional write lost to another writer: the object was not as the condition said (412),
+# or another conditional write to it was in flight (409, AWS S3).
+LOST_RACE_CODES = frozenset({"412", "PreconditionFailed", "409", "ConditionalRequestConflict"})
 # Transfers run on the stage's own thread: the monitor's interrupt (a signal handled in the
 # main thread) can then cut a long download short, which it could not do inside a pool.
 _TRANSFER = TransferConfig(use_threads=False)
@@ -125,6 +128,18 @@ class S3Store:
             body: bytes = self.client.get_object(Bucket=location.bucket, Key=location.key)["Body"].read()
         return body
 
+    def read_versioned(self, location: S3Location) -> tuple[bytes, str] | None:
+        """The object's body and the ETag of that very version, or None when it does not exist."""
+        try:
+            answer = self.client.get_object(Bucket=location.bucket, Key=location.key)
+            return answer["Body"].read(), _etag(answer["ETag"])
+        except ClientError as error:
+            if is_not_found(error):
+                return None
+            raise S3AccessError(describe_s3_error(error, action="reading", uri=location.uri)) from error
+        except BotoCoreError as error:
+            raise S3AccessError(describe_s3_error(error, action="reading", uri=location.uri)) from error
+
     def read_json(self, location: S3Location) -> Any:
         body = self.read_bytes(location)
         try:
@@ -149,6 +164,22 @@ class S3Store:
         extra = {"ContentType": content_type} if content_type else {}
         with s3_errors(action="writing", uri=location.uri):
             self.client.put_object(Bucket=location.bucket, Key=location.key, Body=body, **extra)
+
+    def put_bytes_if(self, body: bytes, location: S3Location, *, replacing: str | None) -> str | None:
+        """Write only over the version with ETag ``replacing`` (with None: only where no object
+        is yet), as one atomic S3 conditional write. Returns the new ETag, or None when the
+        object had changed: of two writers racing on one version exactly one succeeds."""
+        condition = {"IfMatch": f'"{replacing}"'} if replacing is not None else {"IfNoneMatch": "*"}
+        try:
+            answer = self.client.put_object(Bucket=location.bucket, Key=location.key, Body=body, **condition)
+        except ClientError as error:
+            code = str(error.response.get("Error", {}).get("Code", ""))
+            if code in LOST_RACE_CODES or (replacing is not None and is_not_found(error)):
+                return None
+            raise S3AccessError(describe_s3_error(error, action="writing", uri=location.uri)) from error
+        except BotoCoreError as error:
+            raise S3AccessError(describe_s3_error(error, action="writing", uri=location.uri)) from error
+        return _etag(answer["ETag"])
 
     def put_json(self, document: Any, location: S3Location) -> None:
         body = (json.dumps(document, indent=2, sort_keys=False) + "\n").encode()

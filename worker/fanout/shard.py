@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 
 import torch
 
@@ -38,15 +37,13 @@ from worker.fanout.layout import (
     ShardResult,
     shard_train_config,
 )
+from worker.fanout.lease import claim_shard
 from worker.job_store import JobStore
 from worker.s3_snapshot import S3Snapshot, SnapshotEntry
-from worker.worker_identity import WorkerIdentity, current_worker
+from worker.worker_identity import current_worker
 
 logger = logging.getLogger(__name__)
 
-# After writing its heartbeat a worker reads it back this much later: of two that claimed
-# the same free shard at once, only the last writer goes on.
-CLAIM_SETTLE_SECONDS = 0.5
 # The plan keeps each model object's path, key, ETag and size; its date decides nothing.
 _EPOCH = datetime.fromtimestamp(0, tz=UTC)
 # The job's status is read from the database at most this often while distilling.
@@ -86,10 +83,13 @@ def run_distillation_shard(
     me = current_worker(settings.device)
     task_id = task_id or f"inline-{uuid.uuid4().hex[:12]}"
     lease = settings.distillation_shard_lease_seconds
-    if not claim_shard(s3, shard, me, task_id=task_id, total=spec.conversations, lease_seconds=lease):
+    claimed = claim_shard(
+        s3, shard.heartbeat, me, task_id=task_id, total=spec.conversations, lease_seconds=lease
+    )
+    if claimed is None:
         return "held by another worker"
-    stop = _StopCheck(store, job_id, plan.deadline_epoch, also_stop)
-    with _Heartbeat(s3, shard, me, task_id=task_id, total=spec.conversations, interval=lease / 4) as beat:
+    stop = _StopCheck(store, job_id, plan.deadline_epoch, also_stop, lost=claimed.lost)
+    with claimed as beat:
         model_dir = _fetch_model(s3, settings, plan)
         scratch = cache_root(settings) / "jobs" / f"job-{job_id}" / "shards" / f"{index}-{task_id}"
         config = shard_train_config(plan, model_dir, scratch, device=settings.device)
@@ -105,6 +105,9 @@ def run_distillation_shard(
         )
     if stop.job_ended:
         return "job stopped"
+    # A worker that stalled past its lease may have been replaced: only the holder hands in.
+    if not claimed.beat():
+        return "taken over by another worker"
     body = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in outcome.records)
     s3.put_bytes(body.encode(), shard.records, content_type="application/x-ndjson")
     result = ShardResult(
@@ -124,29 +127,10 @@ def run_distillation_shard(
     return f"{result.records} records"
 
 
-def claim_shard(
-    s3: S3Store, shard: ShardLayout, me: WorkerIdentity, *, task_id: str, total: int, lease_seconds: float
-) -> bool:
-    """Take the shard unless a live worker holds it (a heartbeat younger than the lease)."""
-    held = read_heartbeat(s3, shard)
-    if held is not None and held.task_id != task_id and time.time() - held.at_epoch < lease_seconds:
-        return False
-    _write_heartbeat(
-        s3, shard, ShardHeartbeat(worker=me, task_id=task_id, done=0, total=total, at_epoch=time.time())
-    )
-    time.sleep(CLAIM_SETTLE_SECONDS)
-    held = read_heartbeat(s3, shard)
-    return held is not None and held.task_id == task_id
-
-
 def read_heartbeat(s3: S3Store, shard: ShardLayout) -> ShardHeartbeat | None:
     if s3.head(shard.heartbeat) is None:
         return None
     return ShardHeartbeat.model_validate(s3.read_json(shard.heartbeat))
-
-
-def _write_heartbeat(s3: S3Store, shard: ShardLayout, beat: ShardHeartbeat) -> None:
-    s3.put_json(beat.model_dump(mode="json"), shard.heartbeat)
 
 
 def write_conversations(s3: S3Store, location: S3Location, conversations: list[Conversation]) -> None:
@@ -184,12 +168,20 @@ def _fetch_model(s3: S3Store, settings: Settings, plan: DistillationPlanDocument
 
 
 class _StopCheck:
-    """Stop distilling when the job is no longer running, or at the plan's deadline."""
+    """Stop distilling when the job is no longer running, at the plan's deadline, or once
+    another worker has taken the shard over (``lost``)."""
 
     def __init__(
-        self, store: JobStore, job_id: int, deadline_epoch: float | None, also_stop: Callable[[], bool] | None
+        self,
+        store: JobStore,
+        job_id: int,
+        deadline_epoch: float | None,
+        also_stop: Callable[[], bool] | None,
+        *,
+        lost: threading.Event,
     ) -> None:
         self.store, self.job_id, self.deadline, self.also_stop = store, job_id, deadline_epoch, also_stop
+        self.lost = lost
         self.job_ended = False
         self._checked = 0.0
 
@@ -200,50 +192,5 @@ class _StopCheck:
         if not self.job_ended and now - self._checked >= STATUS_POLL_SECONDS:
             self._checked = now
             self.job_ended = self.store.running_job(self.job_id) is None
-        return self.job_ended or (self.deadline is not None and time.time() >= self.deadline)
-
-
-class _Heartbeat:
-    """Rewrites the shard's heartbeat every ``interval`` seconds from a thread, with progress."""
-
-    def __init__(
-        self,
-        s3: S3Store,
-        shard: ShardLayout,
-        me: WorkerIdentity,
-        *,
-        task_id: str,
-        total: int,
-        interval: float,
-    ) -> None:
-        self.s3, self.shard, self.me, self.task_id, self.total = s3, shard, me, task_id, total
-        self.interval = interval
-        self.done = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"shard-{shard.index}-heartbeat", daemon=True)
-
-    def set_done(self, done: int) -> None:
-        self.done = done
-
-    def beat(self) -> None:
-        beat = ShardHeartbeat(
-            worker=self.me, task_id=self.task_id, done=self.done, total=self.total, at_epoch=time.time()
-        )
-        _write_heartbeat(self.s3, self.shard, beat)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.beat()
-            except Exception:  # a missed beat is retried; the lease tolerates a few
-                logger.warning("shard %s: heartbeat failed", self.shard.index, exc_info=True)
-
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self._stop.set()
-        self._thread.join()
+        past_deadline = self.deadline is not None and time.time() >= self.deadline
+        return self.job_ended or self.lost.is_set() or past_deadline
