@@ -17,6 +17,7 @@ probes (K = 1) keep measuring it: serving is never slower than plain decoding fo
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -68,55 +69,73 @@ def batch_bucket(batch_size: int) -> int:
 
 @dataclass(slots=True)
 class StepCosts:
-    """EWMA wall seconds of a step for each K run at one batch size, and a line through them.
+    """Recent wall seconds of a step for each K run at one batch size, and a line through them.
 
-    A K not run for ``stale_after`` timed steps leaves the fit (the two K run last always stay):
-    steps get dearer as sequences grow, and an engine's first steps are slow, so an old time
-    of a K the policy has moved away from would tilt the line.
+    Each K keeps its last ``window`` step times and is priced at their lower quartile. A step's
+    wall time is its cost plus whatever else the machine did meanwhile (another process on the
+    cores, a shape run for the first time, a garbage collection), and that only ever adds: the
+    EWMA this replaced let one 814 ms step, the first at a new batch size, price its K at five
+    times its cost for the rest of a benchmark level. A K not run for ``stale_after`` timed
+    steps leaves the fit (the two K run last always stay): steps get dearer as sequences grow.
     """
 
+    window: int = 8
     stale_after: int = 64
-    seconds: dict[int, float] = field(default_factory=dict)
+    samples: dict[int, deque[float]] = field(default_factory=dict)
+    timed: dict[int, int] = field(default_factory=dict)  # steps timed per K, window or not
     last_seen: dict[int, int] = field(default_factory=dict)
     steps: int = 0
 
-    def observe(self, k: int, seconds: float, weight: float) -> None:
-        known = self.seconds.get(k)
-        self.seconds[k] = seconds if known is None else known + weight * (seconds - known)
+    def observe(self, k: int, seconds: float) -> None:
+        self.samples.setdefault(k, deque(maxlen=self.window)).append(seconds)
+        self.timed[k] = self.timed.get(k, 0) + 1
         self.steps += 1
         self.last_seen[k] = self.steps
         recent = sorted(self.last_seen, key=self.last_seen.__getitem__)[-2:]
         for old in [k for k, seen in self.last_seen.items() if self.steps - seen >= self.stale_after]:
             if old not in recent:
-                del self.seconds[old], self.last_seen[old]
+                del self.samples[old], self.timed[old], self.last_seen[old]
 
-    def fitted(self) -> tuple[float, float] | None:
-        """The line when two or more K were measured (no prior in it)."""
-        return self.line(0.0) if len(self.seconds) >= 2 else None
+    def measured(self) -> dict[int, float]:
+        """Each measured K's step seconds: the lower quartile of its recent times."""
+        return {k: sorted(times)[(len(times) - 1) // 4] for k, times in self.samples.items()}
 
-    def line(self, prior_slope: float) -> tuple[float, float] | None:
-        """(intercept, slope) of step seconds against K, least squares over the measured K;
-        one measured K borrows ``prior_slope`` (seconds per draft as a share of a plain step)."""
-        if not self.seconds:
+    def line(self, prior_share: float, prior_weight: float) -> tuple[float, float] | None:
+        """(intercept a, slope b) of step seconds against K: least squares over the measured K,
+        each weighted by how often it was timed, plus ``prior_weight * (b - prior_share * a)**2``,
+        a pull towards drafts costing ``prior_share`` of a plain step each. The pull weighs as much
+        as timed steps whose K spread sum(n_k (k - mean k)**2) is ``prior_weight``: a K timed once
+        or twice beside its neighbour (what a probe measures) cannot make drafts free from noise
+        alone, while K timed often and far apart outweigh it. One measured K gets the prior's
+        slope exactly. None before any step of this batch size."""
+        points = self.measured()
+        if not points:
             return None
-        ks = list(self.seconds)
-        if len(ks) == 1:
-            k, seconds = ks[0], self.seconds[ks[0]]
-            intercept = seconds / (1.0 + prior_slope * k)
-            return intercept, prior_slope * intercept
-        mean_k = sum(ks) / len(ks)
-        mean_s = sum(self.seconds.values()) / len(ks)
-        spread = sum((k - mean_k) ** 2 for k in ks)
-        slope = sum((k - mean_k) * (self.seconds[k] - mean_s) for k in ks) / spread
+        # Each K weighs as many times as it was timed: a K timed once is a guess, and a batch
+        # size served for long outweighs the prior however close together its K are.
+        weights = self.timed
+        n, sum_k = sum(weights.values()), sum(w * k for k, w in weights.items())
+        sum_s = sum(weights[k] * s for k, s in points.items())
+        sum_kk = sum(w * k * k for k, w in weights.items())
+        sum_ks = sum(weights[k] * k * s for k, s in points.items())
+        p, weight = prior_share, prior_weight
+        # The normal equations of the penalised least squares, solved for (a, b).
+        m11, m12, m22 = n + weight * p * p, sum_k - weight * p, sum_kk + weight
+        determinant = m11 * m22 - m12 * m12
+        intercept = (sum_s * m22 - m12 * sum_ks) / determinant
+        slope = (m11 * sum_ks - m12 * sum_s) / determinant
+        if intercept <= 0.0:  # an inconsistent fit: price from the cheapest K with the prior
+            k, seconds = min(points.items(), key=lambda item: item[1])
+            intercept = seconds / (1.0 + p * k)
+            slope = p * intercept
         # Drafting more never makes a step cheaper; a negative slope is timing noise.
-        slope = max(slope, 0.0)
-        return mean_s - slope * mean_k, slope
+        return intercept, max(slope, 0.0)
 
-    def estimate(self, k: int, prior_slope: float) -> float | None:
+    def estimate(self, k: int, prior_share: float, prior_weight: float) -> float | None:
         """The line's seconds at K (None before any step of this batch size). Measured K are
         read off the line too: two K whose drafts gain nothing must not be told apart by noise
         (a head that is never right would otherwise draft whenever a K = 1 step ran fast)."""
-        line = self.line(prior_slope)
+        line = self.line(prior_share, prior_weight)
         if line is None:
             return None
         intercept, slope = line
@@ -132,16 +151,22 @@ class AdaptiveSpeculation:
     costs (``observe_step``) are kept per batch size (``batch_bucket``) and K. The policy runs
     the K with the best expected tokens per second of step at this batch size; every
     ``probe_every`` steps of a batch size it runs a neighbour of that K instead (one more,
-    then one fewer), so the choice can move as acceptance and costs change. A batch size not
-    yet timed at two K prices a draft from the nearest one that was (``draft_share``); before
-    any, a draft costs ``prior_slope`` of a plain step.
+    then one fewer), so the choice can move as acceptance and costs change. Each batch size's
+    line is pulled towards the draft share of the nearest other batch size timed at two K
+    (``draft_share``; before any, ``prior_slope`` of a plain step), as hard as ``prior_weight``
+    says (``StepCosts.line``).
     """
 
     max_tokens: int = 6
     decay: float = 0.05  # EWMA weight of each new acceptance observation
     prior: float = 0.7  # optimistic start: deep chains get tried before being judged
-    cost_decay: float = 0.2  # EWMA weight of each timed step
+    cost_window: int = 8  # recent step times kept per batch size and K
     prior_slope: float = 0.15  # a draft's cost as a share of a plain step, before measuring
+    # How hard a batch size's own step times are pulled to the borrowed draft share
+    # (StepCosts.line). Chosen on simulated levels of 30 steps at a new batch size, with step
+    # times like this CPU's (5-10 % noise, a few steps 3-10x slow): 0.5 let outliers through,
+    # 4 held a GPU-like batch at the borrowed, too-cautious share (benchmarks/adaptive_k_sim.py).
+    prior_weight: float = 2.0
     # 1 step in 16 runs a neighbouring K: when it is the worse one, that costs about 1/16 of
     # the difference between the two.
     probe_every: int = 16
@@ -155,8 +180,10 @@ class AdaptiveSpeculation:
             raise ValueError(f"adaptive speculation needs max_tokens >= 1, got {self.max_tokens}")
         if self.probe_every < 2:
             raise ValueError(f"probe_every must be >= 2, got {self.probe_every}")
-        if not 0.0 < self.cost_decay <= 1.0:
-            raise ValueError(f"cost_decay must be in (0, 1], got {self.cost_decay}")
+        if self.cost_window < 1:
+            raise ValueError(f"cost_window must be >= 1, got {self.cost_window}")
+        if self.prior_weight <= 0.0:
+            raise ValueError(f"prior_weight must be > 0, got {self.prior_weight}")
         if self.prior_slope < 0.0:
             raise ValueError(f"prior_slope must be >= 0, got {self.prior_slope}")
         if not self.rates:
@@ -181,28 +208,48 @@ class AdaptiveSpeculation:
         """The K with the most expected tokens per second of step at this batch size."""
         bucket = batch_bucket(batch_size)
         costs = self._costs.get(bucket)
-        slope = self.draft_share(bucket)
+        share, weight = self._prior(bucket, self._fitted_shares())
         scores = []
         for k in range(self.max_tokens + 1):
-            seconds = costs.estimate(k, slope) if costs is not None else None
-            relative = seconds if seconds is not None else 1.0 + slope * k
+            seconds = costs.estimate(k, share, weight) if costs is not None else None
+            relative = seconds if seconds is not None else 1.0 + share * k
             scores.append((self.expected_tokens(k) / relative, -k))
         # On a tie the smaller K: the same tokens for fewer head forwards.
         return -max(scores)[1]
 
     def draft_share(self, bucket: int) -> float:
-        """What one more draft adds to a step, as a share of a plain step, at a batch size whose
-        own line is not fitted yet: the nearest fitted batch size's share, scaled by the ratio
-        of the batch sizes (each draft is one more verified row per sequence, so where rows
-        cost, its share grows with the batch), else ``prior_slope``. Scaling up errs towards
-        fewer drafts at a new, larger batch (a weight-bound GPU soon measures its way back up);
-        borrowing the share unscaled sent a 4-sequence batch straight to batch 1's deep K."""
-        fitted = {known: line for known, costs in self._costs.items() if (line := costs.fitted())}
-        if not fitted:
-            return self.prior_slope
-        known = min(fitted, key=lambda size: (abs(size - bucket), size))
-        intercept, slope = fitted[known]
-        return slope / max(intercept, 1e-9) * bucket / known
+        """What one more draft adds to a step at this batch size, as a share of a plain step:
+        its own line's once it was timed at two K, else its prior (``_prior``)."""
+        shares = self._fitted_shares()
+        return shares[bucket] if bucket in shares else self._prior(bucket, shares)[0]
+
+    def _fitted_shares(self) -> dict[int, float]:
+        """The draft share of every batch size timed at two K, from the smallest up: each line
+        is pulled towards the prior its smaller neighbours give it (``_prior``)."""
+        shares: dict[int, float] = {}
+        for bucket in sorted(self._costs):
+            costs = self._costs[bucket]
+            if len(costs.samples) < 2:
+                continue
+            line = costs.line(*self._prior(bucket, shares))
+            if line is not None:
+                intercept, slope = line
+                shares[bucket] = slope / intercept
+        return shares
+
+    def _prior(self, bucket: int, shares: dict[int, float]) -> tuple[float, float]:
+        """(draft share, weight) a batch size's line is pulled towards: the nearest other
+        fitted batch size's share, scaled by the ratio of the batch sizes (each draft is one
+        more verified row per sequence, so where rows cost, its share grows with the batch),
+        at ``prior_weight``. Scaling up errs towards fewer drafts at a new, larger batch (a
+        weight-bound GPU soon measures its way back up); borrowing the share unscaled sent a
+        4-sequence batch straight to batch 1's deep K. Before any batch size is fitted,
+        ``prior_slope`` -- a guess, not a measurement of this machine -- at a quarter of it."""
+        others = [known for known in shares if known != bucket]
+        if not others:
+            return self.prior_slope, self.prior_weight / 4
+        known = min(others, key=lambda size: (abs(size - bucket), size))
+        return shares[known] * bucket / known, self.prior_weight
 
     def num_tokens(self, batch_size: int) -> int:
         bucket = batch_bucket(batch_size)
@@ -226,7 +273,7 @@ class AdaptiveSpeculation:
         than two K timed): until then its K is borrowed, and a short burst of requests at a new
         batch size would otherwise run the borrowed K for most of its steps."""
         costs = self._costs.get(bucket)
-        if costs is not None and costs.fitted() is not None:
+        if costs is not None and len(costs.samples) >= 2:
             return self.probe_every
         return max(self.probe_every // 4, 2)
 
@@ -242,4 +289,9 @@ class AdaptiveSpeculation:
         if seconds <= 0.0 or not 0 <= num_tokens <= self.max_tokens:
             return
         bucket = batch_bucket(batch_size)
-        self._costs.setdefault(bucket, StepCosts()).observe(num_tokens, seconds, self.cost_decay)
+        if bucket not in self._costs:
+            # The first step at a batch size pays for one-time work (814 ms against 140 for the
+            # next on the CPU: new shapes, buffers growing); it is not timed.
+            self._costs[bucket] = StepCosts(window=self.cost_window)
+            return
+        self._costs[bucket].observe(num_tokens, seconds)

@@ -39,12 +39,18 @@ def cpu_like(batch_size: int, k: int) -> float:
 RATES = [0.55, 0.55, 0.6, 0.6]  # the shipped head's acceptance by position, roughly
 
 
-def best_by_hand(rates: list[float], batch_size: int, cost: Callable[[int, int], float]) -> int:
+def tokens_per_second(rates: list[float], batch_size: int, cost: Callable[[int, int], float]) -> list[float]:
+    """Expected tokens per second of step at each K, by hand."""
     expected, tokens = 1.0, [1.0]
     for rate in rates:
         expected *= rate
         tokens.append(tokens[-1] + expected)
-    return max(range(len(tokens)), key=lambda k: tokens[k] / cost(batch_size, k))
+    return [tokens[k] / cost(batch_size, k) for k in range(len(tokens))]
+
+
+def best_by_hand(rates: list[float], batch_size: int, cost: Callable[[int, int], float]) -> int:
+    speeds = tokens_per_second(rates, batch_size, cost)
+    return max(range(len(speeds)), key=speeds.__getitem__)
 
 
 def test_policy_settles_on_the_k_with_the_most_tokens_per_second_at_each_batch_size() -> None:
@@ -52,7 +58,10 @@ def test_policy_settles_on_the_k_with_the_most_tokens_per_second_at_each_batch_s
     for batch_size in (1, 4, 8):
         ks = run_steps(policy, batch_size, 64, cpu_like)
         settled = policy.best(batch_size)
-        assert settled == best_by_hand(RATES, batch_size, cpu_like)
+        speeds = tokens_per_second(RATES, batch_size, cpu_like)
+        # At batch 1, K = 3 and 4 are 0.2 % apart: the prior's pull may pick either. At 4 and
+        # 8 the best K is ahead by 3 % or more and must be the one.
+        assert speeds[settled] >= 0.99 * max(speeds)
         # Every step but the probes (one in probe_every) ran it, once the costs were measured.
         assert ks[-32:].count(settled) >= 30
     assert policy.best(1) > policy.best(8)  # drafts cost more in a bigger batch
@@ -84,51 +93,103 @@ def test_a_larger_batch_prices_a_draft_up_from_a_smaller_ones_line() -> None:
     policy = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
     run_steps(policy, 1, 64, cpu_like)
     share_at_1 = policy.draft_share(1)
-    assert share_at_1 == pytest.approx(0.06)  # cpu_like at batch 1: 0.02 + 0.04 per draft
+    # cpu_like at batch 1: 0.02 + 0.04 per draft, pulled a little towards prior_slope's 0.15
+    assert 0.06 < share_at_1 < 0.08
     assert policy.draft_share(4) == pytest.approx(4 * share_at_1)
-    assert policy.best(1) == best_by_hand(RATES, 1, cpu_like) == 4
+    assert policy.best(1) >= 3
+    assert best_by_hand(RATES, 1, cpu_like) == 4
     assert policy.best(4) <= best_by_hand(RATES, 4, cpu_like) < 4
 
 
-def test_a_new_batch_size_probes_early_and_runs_its_own_best_k_within_a_few_steps() -> None:
-    """A short burst at a new batch size must not spend most of its steps on a borrowed K."""
+def test_a_new_batch_size_probes_early_and_runs_near_its_best_k_within_a_few_steps() -> None:
+    """A short burst at a new batch size must not spend most of its steps on a poor K."""
     policy = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
     run_steps(policy, 1, 64, cpu_like)
-    ks = run_steps(policy, 4, 8, cpu_like)
-    # Step 4 probes a neighbour of the borrowed K (probe_every // 4), which gives batch 4 a line
-    # of its own; from then on it runs that line's best until the next probe, 16 steps on.
+    ks = run_steps(policy, 4, 12, cpu_like)
+    # Step 4 probes a neighbour of the borrowed K (probe_every // 4); the first step at batch 4
+    # is not timed (one-time work), so batch 4 has a line of its own from step 4 on.
     assert ks[3] != ks[2]
-    assert ks[4:] == [best_by_hand(RATES, 4, cpu_like)] * 4
+    speeds = tokens_per_second(RATES, 4, cpu_like)
+    # Its line is still pulled towards batch 1's share scaled up (cautious: cpu_like's rows cost
+    # less than that says), so it may run one draft fewer than the best: within 4 %.
+    assert all(speeds[k] >= 0.96 * max(speeds) for k in ks[4:])
 
 
-def test_costs_come_off_a_line_through_the_measured_ones() -> None:
+def test_a_batch_sizes_own_step_times_win_over_a_borrowed_share_in_time() -> None:
+    policy = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
+    run_steps(policy, 1, 64, cpu_like)
+    run_steps(policy, 4, 256, cpu_like)
+    assert policy.best(4) == best_by_hand(RATES, 4, cpu_like)
+    assert policy.draft_share(4) == pytest.approx(0.18, abs=0.02)  # cpu_like: 0.02 + 4 x 0.04
+
+
+def test_slow_steps_at_a_new_batch_size_do_not_send_it_to_deep_drafts() -> None:
+    """On the 2-core CPU the first step at batch 4 took 814 ms and the next ones 140-180: the
+    EWMA before priced that K at five times its cost, the line's slope went negative, was
+    clamped to free drafts, and the policy drafted its deepest K for the rest of the level."""
+    policy = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
+    run_steps(policy, 1, 64, cpu_like)
+    steps = 0
+
+    def first_two_slow(batch_size: int, k: int) -> float:
+        nonlocal steps
+        steps += 1
+        return cpu_like(batch_size, k) * (8.0 if steps <= 2 else 1.0)
+
+    ks = run_steps(policy, 4, 30, first_two_slow)
+    speeds = tokens_per_second(RATES, 4, cpu_like)
+    assert max(ks) <= best_by_hand(RATES, 4, cpu_like) + 1
+    assert all(speeds[k] >= 0.96 * max(speeds) for k in ks[4:] if k != 0)  # 0: a probe
+
+
+def test_step_costs_price_each_k_at_the_lower_quartile_of_its_recent_times() -> None:
+    costs = StepCosts(window=8)
+    for seconds in (0.9, 5.0, 1.0, 1.1, 1.2, 1.0, 1.3, 1.1):
+        costs.observe(2, seconds)
+    assert costs.measured() == {2: 1.0}  # the 5 s step moved nothing
+    for _ in range(8):  # the window keeps the last 8: older times leave
+        costs.observe(2, 2.0)
+    assert costs.measured() == {2: 2.0}
+    assert costs.timed == {2: 16}
+
+
+def test_one_measured_k_takes_the_prior_share_and_far_apart_k_timed_often_outweigh_it() -> None:
     costs = StepCosts()
-    assert costs.estimate(0, prior_slope=0.1) is None
-    costs.observe(1, 1.2, weight=0.5)
-    assert costs.estimate(3, prior_slope=0.1) == pytest.approx(1.2 / 1.1 * 1.3)  # one point: prior slope
-    costs.observe(2, 1.4, weight=0.5)
-    assert costs.estimate(4, prior_slope=0.1) == pytest.approx(1.8)
-    assert costs.estimate(0, prior_slope=0.1) == pytest.approx(1.0)
-    costs.observe(2, 1.0, weight=0.5)  # EWMA: 1.4 -> 1.2, a noisy negative slope
-    line = costs.line(prior_slope=0.1)
+    assert costs.estimate(0, 0.1, prior_weight=2.0) is None
+    costs.observe(1, 1.2)
+    assert costs.estimate(3, 0.1, prior_weight=2.0) == pytest.approx(1.2 / 1.1 * 1.3)  # prior slope
+    for _ in range(20):
+        costs.observe(0, 1.0)
+        costs.observe(4, 1.8)
+    line = costs.line(0.1, prior_weight=2.0)
     assert line is not None
-    assert line[0] == pytest.approx(1.2)
-    assert line[1] == 0.0
-    # Flat: K = 1 and K = 2 cost the same as the line says, whatever their own EWMA.
-    assert costs.estimate(1, prior_slope=0.1) == costs.estimate(2, prior_slope=0.1)
+    intercept, slope = line
+    assert slope / intercept == pytest.approx(0.2, abs=0.01)  # the data's 0.2, not the prior's 0.1
+
+
+def test_neighbouring_k_timed_a_few_times_cannot_make_drafts_free() -> None:
+    """Two neighbouring K, a little noise, K = 5 timed faster than K = 4: least squares alone
+    says drafts cost nothing; the prior's pull keeps a draft's price near the borrowed share."""
+    costs = StepCosts()
+    for seconds in (1.90, 1.92):
+        costs.observe(4, seconds)
+    costs.observe(5, 1.85)
+    line = costs.line(0.25, prior_weight=2.0)
+    assert line is not None
+    intercept, slope = line
+    assert 0.15 < slope / intercept < 0.25
 
 
 def test_a_k_not_run_for_a_while_leaves_the_fit() -> None:
     costs = StepCosts(stale_after=4)
-    costs.observe(5, 9.0, weight=0.5)  # a slow first step, then the policy moved to K = 1..2
+    costs.observe(5, 9.0)  # a slow first step, then the policy moved to K = 1..2
     for _ in range(4):
-        costs.observe(1, 1.1, weight=0.5)
-        costs.observe(2, 1.2, weight=0.5)
-    assert sorted(costs.seconds) == [1, 2]
-    assert costs.estimate(5, prior_slope=0.1) == pytest.approx(1.5)
+        costs.observe(1, 1.1)
+        costs.observe(2, 1.2)
+    assert sorted(costs.samples) == sorted(costs.timed) == [1, 2]
     for _ in range(8):  # the two K run last stay, however long ago
-        costs.observe(2, 1.2, weight=0.5)
-    assert sorted(costs.seconds) == [1, 2]
+        costs.observe(2, 1.2)
+    assert sorted(costs.samples) == [1, 2]
 
 
 def test_a_head_that_is_never_right_stays_plain_even_when_drafting_steps_time_faster() -> None:
@@ -170,7 +231,8 @@ def test_probes_alternate_one_more_and_one_fewer_draft() -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("max_tokens", 0), ("probe_every", 1), ("cost_decay", 0.0), ("prior_slope", -0.1)]
+    ("field", "value"),
+    [("max_tokens", 0), ("probe_every", 1), ("cost_window", 0), ("prior_slope", -0.1), ("prior_weight", 0.0)],
 )
 def test_bad_settings_are_refused_by_name(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=field):
