@@ -42,9 +42,11 @@ def test_of_two_workers_that_read_a_free_shard_at_once_only_the_first_writer_hol
     # However late the second worker's write comes, it is refused: it claimed what it read.
     second = _claim(heartbeat, SECOND, "task-b", seen=both_saw)
 
-    assert first is not None and second is None
+    assert first is not None
+    assert second is None
     held = read_heartbeat_seen(s3, location).beat
-    assert held is not None and (held.task_id, held.worker) == ("task-a", FIRST)
+    assert held is not None
+    assert (held.task_id, held.worker) == ("task-a", FIRST)
 
 
 def test_a_live_holder_keeps_its_shard_and_its_beats_carry_progress(
@@ -56,9 +58,11 @@ def test_a_live_holder_keeps_its_shard_and_its_beats_carry_progress(
     assert _claim(heartbeat, SECOND, "task-b") is None  # fresh heartbeat: held
 
     first.set_done(5)
-    assert first.beat() and first.beat()
+    assert first.beat()
+    assert first.beat()
     held = read_heartbeat_seen(s3, location).beat
-    assert held is not None and (held.task_id, held.done, held.total) == ("task-a", 5, 16)
+    assert held is not None
+    assert (held.task_id, held.done, held.total) == ("task-a", 5, 16)
     assert not first.lost.is_set()
 
 
@@ -76,7 +80,8 @@ def test_a_stale_lease_is_taken_over_and_the_old_holder_learns_it_at_its_next_be
     assert stalled.lost.is_set()
     assert taker.beat()
     held = read_heartbeat_seen(s3, location).beat
-    assert held is not None and held.task_id == "task-b"
+    assert held is not None
+    assert held.task_id == "task-b"
 
 
 def test_two_workers_taking_over_one_stale_lease_at_once_leave_one_holder(
@@ -87,14 +92,14 @@ def test_two_workers_taking_over_one_stale_lease_at_once_leave_one_holder(
     both_saw = read_heartbeat_seen(s3, location)
     retry = _claim(heartbeat, SECOND, "task-b", lease=0.0, seen=both_saw)
     other_retry = _claim(heartbeat, FIRST, "task-c", lease=0.0, seen=both_saw)
-    assert retry is not None and other_retry is None
+    assert retry is not None
+    assert other_retry is None
 
 
 def test_a_beat_whose_answer_was_lost_still_counts_as_the_holders(
     heartbeat: tuple[S3Store, S3Location],
 ) -> None:
     """The write landed but its ETag never reached the holder: the heartbeat is still its own."""
-    s3, location = heartbeat
     holder = _claim(heartbeat, FIRST, "task-a")
     assert holder is not None
     answered = holder.etag
@@ -112,4 +117,15 @@ def test_the_beating_thread_stops_once_the_lease_is_lost(heartbeat: tuple[S3Stor
     with stalled:
         assert stalled.lost.wait(timeout=10)
     held = read_heartbeat_seen(*heartbeat).beat
-    assert held is not None and held.task_id == "task-b"
+    assert held is not None
+    assert held.task_id == "task-b"
+
+
+def test_a_heartbeat_deleted_under_its_holder_ends_the_hold(heartbeat: tuple[S3Store, S3Location]) -> None:
+    """The job's staging prefix is cleaned when the job ends: a shard still beating stops."""
+    s3, location = heartbeat
+    holder = _claim(heartbeat, FIRST, "task-a")
+    assert holder is not None
+    s3.delete(location)
+    assert not holder.beat()
+    assert holder.lost.is_set()
