@@ -260,6 +260,13 @@ class AdaptiveSpeculation:
             return best
         probes = self._probes.get(bucket, 0)
         self._probes[bucket] = probes + 1
+        costs = self._costs.get(bucket)
+        if best >= 2 and (costs is None or len(costs.samples) < 2):
+            # A batch size's first probe is a plain step: K far apart price a draft in one
+            # probe, where a neighbour's differs from the borrowed K's by less than the noise
+            # (on the CPU, batch 1's share scaled up priced a draft at batch 4 at a ninth of
+            # its cost, and neighbours of K = 6 took most of a level to correct it).
+            return 0
         # Alternate one more and one fewer; at an end of the range, the only neighbour.
         up, down = min(best + 1, self.max_tokens), max(best - 1, 0)
         if up == best:

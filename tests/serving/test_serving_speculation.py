@@ -115,6 +115,24 @@ def test_a_new_batch_size_probes_early_and_runs_near_its_best_k_within_a_few_ste
     assert all(speeds[k] >= 0.96 * max(speeds) for k in ks[4:])
 
 
+def test_a_new_batch_sizes_first_probe_is_a_plain_step_that_prices_its_drafts() -> None:
+    """Batch 1 on a weight-bound machine makes drafts look free; at batch 4 on a CPU each costs
+    a third of a plain step. Probing a neighbour of the borrowed deep K could not tell; one
+    plain step at batch 4 does, and the level drafts the right K from there."""
+
+    def weight_bound_then_row_bound(batch_size: int, k: int) -> float:
+        return 1.0 + (0.005 if batch_size == 1 else 0.35) * k
+
+    policy = AdaptiveSpeculation(max_tokens=6, rates=[0.55, 0.3, 0.5, 0.5, 0.5, 0.5])
+    run_steps(policy, 1, 64, weight_bound_then_row_bound)
+    ks = run_steps(policy, 4, 12, weight_bound_then_row_bound)
+    assert ks[0] >= 3  # borrowed: drafts look nearly free
+    assert ks[3] == 0  # the first probe
+    best = best_by_hand([0.55, 0.3, 0.5, 0.5, 0.5, 0.5], 4, weight_bound_then_row_bound)
+    assert best == 1
+    assert ks[4:] == [best] * 8
+
+
 def test_a_batch_sizes_own_step_times_win_over_a_borrowed_share_in_time() -> None:
     policy = AdaptiveSpeculation(max_tokens=4, rates=list(RATES))
     run_steps(policy, 1, 64, cpu_like)
