@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import BotoCoreError, ClientError
@@ -22,6 +22,7 @@ from core.job_errors import JobFailedError
 from core.s3 import S3Location
 
 logger = logging.getLogger(__name__)
+_Answer = TypeVar("_Answer")
 
 NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 # A conditional write lost to another writer: the object was not as the condition said (412),
@@ -108,14 +109,11 @@ class S3Store:
 
     def head(self, location: S3Location) -> S3Object | None:
         """The object's version and size, or None when it does not exist."""
-        try:
-            answer = self.client.head_object(Bucket=location.bucket, Key=location.key)
-        except ClientError as error:
-            if is_not_found(error):
-                return None
-            raise S3AccessError(describe_s3_error(error, action="reading", uri=location.uri)) from error
-        except BotoCoreError as error:
-            raise S3AccessError(describe_s3_error(error, action="reading", uri=location.uri)) from error
+        answer = _unless_missing(
+            location, lambda: self.client.head_object(Bucket=location.bucket, Key=location.key)
+        )
+        if answer is None:
+            return None
         return S3Object(
             location=location,
             etag=_etag(answer["ETag"]),
@@ -130,15 +128,12 @@ class S3Store:
 
     def read_versioned(self, location: S3Location) -> tuple[bytes, str] | None:
         """The object's body and the ETag of that very version, or None when it does not exist."""
-        try:
+
+        def body_and_etag() -> tuple[bytes, str]:
             answer = self.client.get_object(Bucket=location.bucket, Key=location.key)
             return answer["Body"].read(), _etag(answer["ETag"])
-        except ClientError as error:
-            if is_not_found(error):
-                return None
-            raise S3AccessError(describe_s3_error(error, action="reading", uri=location.uri)) from error
-        except BotoCoreError as error:
-            raise S3AccessError(describe_s3_error(error, action="reading", uri=location.uri)) from error
+
+        return _unless_missing(location, body_and_etag)
 
     def read_json(self, location: S3Location) -> Any:
         body = self.read_bytes(location)
@@ -223,6 +218,18 @@ class S3Store:
                 ) from error
         with s3_errors(action="creating", uri=f"s3://{bucket}"):
             self.client.create_bucket(Bucket=bucket)
+
+
+def _unless_missing(location: S3Location, read: Callable[[], _Answer]) -> _Answer | None:
+    """``read()``, or None when S3 says the object does not exist; other failures name it."""
+    try:
+        return read()
+    except ClientError as error:
+        if is_not_found(error):
+            return None
+        raise S3AccessError(describe_s3_error(error, action="reading", uri=location.uri)) from error
+    except BotoCoreError as error:
+        raise S3AccessError(describe_s3_error(error, action="reading", uri=location.uri)) from error
 
 
 def _etag(raw: str) -> str:
