@@ -96,6 +96,11 @@ class StepCosts:
             if old not in recent:
                 del self.samples[old], self.timed[old], self.last_seen[old]
 
+    @property
+    def has_line(self) -> bool:
+        """Timed at two K or more: its own line, not only the prior's slope through one K."""
+        return len(self.samples) >= 2
+
     def measured(self) -> dict[int, float]:
         """Each measured K's step seconds: the lower quartile of its recent times."""
         return {k: sorted(times)[(len(times) - 1) // 4] for k, times in self.samples.items()}
@@ -136,10 +141,13 @@ class StepCosts:
         read off the line too: two K whose drafts gain nothing must not be told apart by noise
         (a head that is never right would otherwise draft whenever a K = 1 step ran fast)."""
         line = self.line(prior_share, prior_weight)
-        if line is None:
-            return None
-        intercept, slope = line
-        return max(intercept + slope * k, 1e-9)
+        return None if line is None else seconds_on(line, k)
+
+
+def seconds_on(line: tuple[float, float], k: int) -> float:
+    """A step's seconds at K on an (intercept, slope) line, never zero."""
+    intercept, slope = line
+    return max(intercept + slope * k, 1e-9)
 
 
 @dataclass(slots=True)
@@ -209,11 +217,10 @@ class AdaptiveSpeculation:
         bucket = batch_bucket(batch_size)
         costs = self._costs.get(bucket)
         share, weight = self._prior(bucket, self._fitted_shares())
-        scores = []
-        for k in range(self.max_tokens + 1):
-            seconds = costs.estimate(k, share, weight) if costs is not None else None
-            relative = seconds if seconds is not None else 1.0 + share * k
-            scores.append((self.expected_tokens(k) / relative, -k))
+        # One fit for every K (a fit sorts each K's recent times); before any step, relative.
+        line = costs.line(share, weight) if costs is not None else None
+        line = line if line is not None else (1.0, share)
+        scores = [(self.expected_tokens(k) / seconds_on(line, k), -k) for k in range(self.max_tokens + 1)]
         # On a tie the smaller K: the same tokens for fewer head forwards.
         return -max(scores)[1]
 
@@ -229,7 +236,7 @@ class AdaptiveSpeculation:
         shares: dict[int, float] = {}
         for bucket in sorted(self._costs):
             costs = self._costs[bucket]
-            if len(costs.samples) < 2:
+            if not costs.has_line:
                 continue
             line = costs.line(*self._prior(bucket, shares))
             if line is not None:
@@ -261,7 +268,7 @@ class AdaptiveSpeculation:
         probes = self._probes.get(bucket, 0)
         self._probes[bucket] = probes + 1
         costs = self._costs.get(bucket)
-        if best >= 2 and (costs is None or len(costs.samples) < 2):
+        if best >= 2 and (costs is None or not costs.has_line):
             # A batch size's first probe is a plain step: K far apart price a draft in one
             # probe, where a neighbour's differs from the borrowed K's by less than the noise
             # (on the CPU, batch 1's share scaled up priced a draft at batch 4 at a ninth of
@@ -280,7 +287,7 @@ class AdaptiveSpeculation:
         than two K timed): until then its K is borrowed, and a short burst of requests at a new
         batch size would otherwise run the borrowed K for most of its steps."""
         costs = self._costs.get(bucket)
-        if costs is not None and len(costs.samples) >= 2:
+        if costs is not None and costs.has_line:
             return self.probe_every
         return max(self.probe_every // 4, 2)
 
