@@ -6,13 +6,15 @@ own), so each race is exercised every run rather than when the machine happens t
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
+from core.job_errors import JobFailedError
 from core.s3 import S3Location
 from core.s3_store import S3Store
-from worker.fanout.lease import ShardLease, claim_shard, read_heartbeat_seen
+from worker.fanout.lease import ShardLease, claim_shard, read_heartbeat, read_heartbeat_seen
 from worker.worker_identity import WorkerIdentity
 
 FIRST = WorkerIdentity(hostname="host-a", pid=101, device="cpu")
@@ -129,3 +131,10 @@ def test_a_heartbeat_deleted_under_its_holder_ends_the_hold(heartbeat: tuple[S3S
     s3.delete(location)
     assert not holder.beat()
     assert holder.lost.is_set()
+
+
+def test_a_heartbeat_that_is_not_one_fails_the_job_naming_it(heartbeat: tuple[S3Store, S3Location]) -> None:
+    s3, location = heartbeat
+    s3.put_bytes(b'{"worker": "nobody"}', location)
+    with pytest.raises(JobFailedError, match=f"{re.escape(location.uri)} is not a shard heartbeat"):
+        read_heartbeat(s3, location)

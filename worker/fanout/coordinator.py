@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from core.s3_store import S3Store
 from worker.context import JobContext
 from worker.fanout.layout import DistillationPlanDocument, MergedDistillation, ShardLayout, ShardResult
-from worker.fanout.shard import read_heartbeat, run_distillation_shard
+from worker.fanout.lease import read_heartbeat
+from worker.fanout.shard import run_distillation_shard
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ class ShardCoordinator:
         return free
 
     def _queue_again(self, index: int) -> None:
-        beat = read_heartbeat(self.s3, self.layouts[index])
+        beat = read_heartbeat(self.s3, self.layouts[index].heartbeat)
         holder = "its worker" if beat is None else f"{beat.worker.hostname} (pid {beat.worker.pid})"
         message = f"Shard {index}: no heartbeat from {holder} for {self.lease:.0f} s; queued again"
         logger.warning("optimization job %s: %s", self.ctx.job.id, message)
@@ -173,7 +174,7 @@ class ShardCoordinator:
         done = sum(s.conversations for s in self.plan.shards if s.index in self.results)
         running = []
         for index in pending:
-            beat = read_heartbeat(self.s3, self.layouts[index])
+            beat = read_heartbeat(self.s3, self.layouts[index].heartbeat)
             if beat is not None:
                 done += min(beat.done, beat.total)
                 running.append(f"{beat.worker.hostname}:{beat.worker.pid}")

@@ -16,6 +16,9 @@ import time
 from dataclasses import dataclass
 from types import TracebackType
 
+from pydantic import ValidationError
+
+from core.job_errors import JobFailedError
 from core.s3 import S3Location
 from core.s3_store import S3Store
 from worker.fanout.layout import ShardHeartbeat
@@ -37,7 +40,15 @@ def read_heartbeat_seen(s3: S3Store, location: S3Location) -> HeartbeatSeen:
     if found is None:
         return HeartbeatSeen(None, None)
     body, etag = found
-    return HeartbeatSeen(ShardHeartbeat.model_validate_json(body), etag)
+    try:
+        return HeartbeatSeen(ShardHeartbeat.model_validate_json(body), etag)
+    except ValidationError as error:
+        raise JobFailedError(f"{location.uri} is not a shard heartbeat: {error}") from error
+
+
+def read_heartbeat(s3: S3Store, location: S3Location) -> ShardHeartbeat | None:
+    """The shard's heartbeat (one GET), or None before any worker claimed it."""
+    return read_heartbeat_seen(s3, location).beat
 
 
 class ShardLease:
@@ -74,7 +85,7 @@ class ShardLease:
         body = _heartbeat_body(self.me, self.task_id, self.done, self.total)
         etag = self.s3.put_bytes_if(body, self.location, replacing=self.etag)
         if etag is None:
-            etag = self._still_ours()
+            etag = self._still_ours(body)
         if etag is None:
             self.lost.set()
             logger.warning("%s: another worker took this shard over; stopping", self.location.uri)
@@ -82,13 +93,13 @@ class ShardLease:
         self.etag = etag
         return True
 
-    def _still_ours(self) -> str | None:
-        """After a refused write: a write of ours whose answer never arrived still counts."""
+    def _still_ours(self, body: bytes) -> str | None:
+        """After a refused write of ``body``: a write of ours whose answer never arrived still
+        counts, and ``body`` goes over it."""
         seen = read_heartbeat_seen(self.s3, self.location)
         ours = seen.beat is not None and (seen.beat.task_id, seen.beat.worker) == (self.task_id, self.me)
         if not ours or seen.etag is None:
             return None
-        body = _heartbeat_body(self.me, self.task_id, self.done, self.total)
         return self.s3.put_bytes_if(body, self.location, replacing=seen.etag)
 
     def _run(self) -> None:

@@ -32,7 +32,6 @@ from worker.artifact_cache import ArtifactCache, cache_root
 from worker.fanout.layout import (
     PLAN,
     DistillationPlanDocument,
-    ShardHeartbeat,
     ShardLayout,
     ShardResult,
     shard_train_config,
@@ -125,12 +124,6 @@ def run_distillation_shard(
         result.generated_tokens, result.seconds,
     )  # fmt: skip
     return f"{result.records} records"
-
-
-def read_heartbeat(s3: S3Store, shard: ShardLayout) -> ShardHeartbeat | None:
-    if s3.head(shard.heartbeat) is None:
-        return None
-    return ShardHeartbeat.model_validate(s3.read_json(shard.heartbeat))
 
 
 def write_conversations(s3: S3Store, location: S3Location, conversations: list[Conversation]) -> None:
