@@ -44,17 +44,12 @@ LEVELS = ((1, 116), (4, 30))  # (batch size, decoding steps): the demo's two lev
 NOISE = ((0.05, True), (0.1, True), (0.2, False))  # (log-normal sigma, slow outliers)
 
 
-def tokens_per_step(rates: tuple[float, ...], k: int) -> float:
-    expected = reached = 1.0
-    for rate in rates[:k]:
-        reached *= rate
-        expected += reached
-    return expected
-
-
 def fixed_speedup(scenario: Scenario, batch_size: int, k: int) -> float:
+    """Fixed K's throughput over plain decoding: the policy's own expected tokens, at the
+    scenario's true acceptance, over the step's true relative cost."""
     _, share = scenario.costs[batch_size]
-    return tokens_per_step(scenario.rates, k) / (1.0 + share * k)
+    truth = AdaptiveSpeculation(max_tokens=len(scenario.rates), rates=list(scenario.rates))
+    return truth.expected_tokens(k) / (1.0 + share * k)
 
 
 def simulate(
