@@ -198,6 +198,19 @@ def test_neighbouring_k_timed_a_few_times_cannot_make_drafts_free() -> None:
     assert 0.15 < slope / intercept < 0.25
 
 
+def test_a_slope_the_data_make_negative_is_flat_and_measured_k_are_read_off_it() -> None:
+    """K = 2 timed faster than K = 1, often: noise, since a draft never makes a step cheaper.
+    The line is flat, and the two K cost the same whatever their own times say."""
+    costs = StepCosts()
+    for _ in range(8):
+        costs.observe(1, 1.2)
+        costs.observe(2, 1.0)
+    line = costs.line(0.1, prior_weight=2.0)
+    assert line is not None
+    assert line[1] == 0.0
+    assert costs.estimate(1, 0.1, prior_weight=2.0) == costs.estimate(2, 0.1, prior_weight=2.0)
+
+
 def test_a_k_not_run_for_a_while_leaves_the_fit() -> None:
     costs = StepCosts(stale_after=4)
     costs.observe(5, 9.0)  # a slow first step, then the policy moved to K = 1..2
