@@ -196,6 +196,39 @@ def test_a_rank_that_dies_fails_the_run(
     assert not [c for c in psutil.Process().children() if "trainer.helper_rank" in " ".join(c.cmdline())]
 
 
+def test_a_rank_that_hangs_fails_the_run_in_the_stall_limit_not_the_collective_timeout(
+    tiny_llama_dir: Path, data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stopped helper neither exits nor answers: gloo, like NCCL, would wait 10 minutes for it.
+    stall = 3.0
+    monkeypatch.setattr(
+        process_group, "RankWatch", functools.partial(RankWatch, poll_seconds=0.05, stall_seconds=stall)
+    )
+    stopped: list[psutil.Process] = []
+
+    def stop_the_helper(event: TrainProgress) -> None:
+        if event.stage == "training" and event.step == 2 and not stopped:
+            stopped.extend(
+                child
+                for child in psutil.Process().children()
+                if "trainer.helper_rank" in " ".join(child.cmdline())
+            )
+            stopped[0].suspend()
+
+    began = time.monotonic()
+    # Stopped before or after it entered rank 0's next collective: either way the run is hung.
+    with pytest.raises(
+        RuntimeError,
+        match=r"^(data-parallel rank 1 \(pid \d+\) did not reach collective \d+|collective \d+ did not "
+        r"complete) in \d+ s .*",
+    ):
+        train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=50, nproc=2), progress=stop_the_helper)
+    assert time.monotonic() - began < stall + 60
+    assert not stopped[0].is_running() or stopped[0].status() == psutil.STATUS_ZOMBIE
+    assert not [c for c in psutil.Process().children() if "trainer.helper_rank" in " ".join(c.cmdline())]
+    assert not list((tmp_path / "run").glob(".process-group-store*"))  # the counts cleaned up too
+
+
 def test_ranks_without_a_thread_count_share_the_cores(
     tiny_llama_dir: Path, data: Path, tmp_path: Path
 ) -> None:

@@ -14,13 +14,15 @@ the single-process path is the code it always was.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
 from trainer.data.tokenize import TokenizedConversation
 from trainer.eagle.batching import Batch
+from trainer.eagle.collective_clock import CollectiveClock
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ class DataParallel:
     rank: int
     world_size: int
     device: torch.device  # where this rank's collectives run (NCCL needs CUDA tensors)
+    # Counts the collectives this rank enters, for rank 0's watch over hung ranks (rank_watch).
+    clock: CollectiveClock | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def single(cls, device: torch.device | None = None) -> DataParallel:
@@ -58,9 +62,10 @@ class DataParallel:
         """``values`` summed element-wise over the ranks (every rank must call it, in the same order)."""
         if not self.enabled:
             return list(values)
-        tensor = torch.tensor(list(values), dtype=torch.float64, device=self.device)
-        dist.all_reduce(tensor)
-        return [float(value) for value in tensor.cpu()]
+        with self._collective():
+            tensor = torch.tensor(list(values), dtype=torch.float64, device=self.device)
+            dist.all_reduce(tensor)
+            return [float(value) for value in tensor.cpu()]
 
     def sum_counts(self, counts: Sequence[int]) -> list[int]:
         return [round(value) for value in self.sum([float(count) for count in counts])]
@@ -69,9 +74,10 @@ class DataParallel:
         """Rank 0's ``values`` on every rank: its decisions (schedule length, stop) bind all."""
         if not self.enabled:
             return list(values)
-        tensor = torch.tensor(list(values), dtype=torch.int64, device=self.device)
-        dist.broadcast(tensor, src=0)
-        return [int(value) for value in tensor.cpu()]
+        with self._collective():
+            tensor = torch.tensor(list(values), dtype=torch.int64, device=self.device)
+            dist.broadcast(tensor, src=0)
+            return [int(value) for value in tensor.cpu()]
 
     def sum_gradients(self, module: torch.nn.Module) -> None:
         """Sum the trainable parameters' gradients over the ranks, in one flat all-reduce.
@@ -86,7 +92,8 @@ class DataParallel:
         grads = [parameter.grad for parameter in parameters if parameter.grad is not None]
         # One buffer instead of one collective per tensor: a head has dozens of small ones.
         flat = torch.cat([grad.reshape(-1) for grad in grads])
-        dist.all_reduce(flat)
+        with self._collective():
+            dist.all_reduce(flat)
         offset = 0
         for grad in grads:
             grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
@@ -99,6 +106,10 @@ class DataParallel:
         same target and samples on every rank, so they are not sent."""
         if not self.enabled:
             return
-        for parameter in module.parameters():
-            if parameter.requires_grad:
-                dist.broadcast(parameter.data, src=0)
+        with self._collective():
+            for parameter in module.parameters():
+                if parameter.requires_grad:
+                    dist.broadcast(parameter.data, src=0)
+
+    def _collective(self) -> AbstractContextManager[None]:
+        return nullcontext() if self.clock is None else self.clock.collective()

@@ -5,7 +5,8 @@ the stop flag and the result. It starts ranks 1..N-1 as child processes
 (``python -m trainer.helper_rank``) once the data is prepared, so they read the
 samples it wrote instead of preparing them again, and they never outlive it: a rank that
 fails fails the run, and leaving the group kills whatever is left. While rank 0 is in the group
-a ``RankWatch`` reads the helpers' exit status, since NCCL does not notice a lost rank.
+a ``RankWatch`` reads the helpers' exit status, since NCCL does not notice a lost rank, and how
+far each rank has got (``CollectiveClock``), since neither backend notices a hung one.
 
 The ranks meet through a ``FileStore`` in the run directory (no port to pick or open);
 gloo carries the collectives on CPU, NCCL on CUDA (one device per rank).
@@ -27,6 +28,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import FileStore
 
 from trainer.config import TrainConfig
+from trainer.eagle.collective_clock import CollectiveClock, count_file_for
 from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.rank_watch import RankWatch, first_exited, kill_remaining
 
@@ -68,16 +70,22 @@ def data_parallel_group(config: TrainConfig, device: torch.device) -> Iterator[D
     store_path = config.out_dir / STORE_FILE
     config_path = config.out_dir / CONFIG_FILE
     store_path.unlink(missing_ok=True)
+    for rank in range(config.nproc):  # a crashed run's counts must not pass for this one's
+        count_file_for(store_path, rank).unlink(missing_ok=True)
     config_path.write_text(config.model_dump_json())
     helpers = [_start_helper(config_path, store_path, rank, config.nproc) for rank in range(1, config.nproc)]
     try:
         parallel = join(0, config.nproc, store_path, device, helpers=helpers)
+        count_files = [count_file_for(store_path, rank) for rank in range(1, config.nproc)]
+        watch = RankWatch(helpers, backend_for(device), clock=parallel.clock, count_files=count_files)
         # Stopped before leave(): a helper may exit as soon as it is past the last barrier.
-        with RankWatch(helpers, backend_for(device)).watching():
+        with watch.watching():
             try:
                 yield parallel
             # ValueError: a collective after the watch aborted the group finds no group.
             except (RuntimeError, ValueError) as error:
+                if watch.hung is not None:
+                    raise RuntimeError(f"{watch.hung}: {error}") from error
                 _name_a_lost_rank(helpers, error)
                 raise
         leave()
@@ -88,6 +96,8 @@ def data_parallel_group(config: TrainConfig, device: torch.device) -> Iterator[D
             dist.destroy_process_group()
         store_path.unlink(missing_ok=True)
         config_path.unlink(missing_ok=True)
+        for rank in range(config.nproc):
+            count_file_for(store_path, rank).unlink(missing_ok=True)
 
 
 def join(
@@ -126,7 +136,8 @@ def join(
     dist.init_process_group(
         backend_for(this_device), store=store, rank=rank, world_size=world_size, timeout=COLLECTIVE_TIMEOUT
     )
-    return DataParallel(rank=rank, world_size=world_size, device=this_device)
+    clock = CollectiveClock(count_file_for(store_path, rank))
+    return DataParallel(rank=rank, world_size=world_size, device=this_device, clock=clock)
 
 
 def leave() -> None:

@@ -8,6 +8,14 @@ the group a few seconds after the exit, which makes the blocked collective (or t
 fail in rank 0's main thread, where ``process_group`` names the lost rank; if rank 0 is
 still in the group a while after that, it ends the process itself, the end the watchdog
 would have given ten minutes later (the worker's redelivery takes over from there).
+
+A helper that hangs without exiting stops rank 0 in its next collective, on either backend, until
+the same timeout. So the watch also reads how long rank 0 has been in its current collective
+(``CollectiveClock``): past ``STALL_SECONDS``, once every helper has reached its first collective
+(before that they are still loading the target, which may take minutes), the run is hung. The
+watch names the ranks that never reached that collective (or says that every rank did and it
+did not complete), kills the helpers, which fails rank 0's collective at once on gloo, and on
+NCCL goes on as for a lost rank.
 """
 
 from __future__ import annotations
@@ -19,8 +27,11 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch.distributed.distributed_c10d as c10d
+
+from trainer.eagle.collective_clock import CollectiveClock, read_count
 
 logger = logging.getLogger(__name__)
 
@@ -34,17 +45,24 @@ ABORT_GRACE_SECONDS = 5.0
 EXIT_GRACE_SECONDS = 60.0
 # What the process ends with when the abort did not get rank 0 out of the group.
 STUCK_EXIT_STATUS = 1
+# How long rank 0 may wait in one collective once training runs: a step's slowest shard takes
+# seconds, and rank 0's own checkpoints and uploads happen between collectives, not in one.
+STALL_SECONDS = 180.0
 
 
 class RankWatch:
     """Watches ``helpers`` (rank r is ``helpers[r - 1]``) from a daemon thread between
-    ``start`` and ``stop`` (or for a ``watching`` block); acts only on the NCCL backend."""
+    ``start`` and ``stop`` (or for a ``watching`` block): for a lost rank it acts only on the
+    NCCL backend; a hung group (rank 0's ``clock``, the helpers' ``count_files``) on both."""
 
     def __init__(
         self,
         helpers: Sequence[subprocess.Popen[bytes]],
         backend: str,
         *,
+        clock: CollectiveClock | None = None,
+        count_files: Sequence[Path] = (),
+        stall_seconds: float = STALL_SECONDS,
         poll_seconds: float = POLL_SECONDS,
         abort_grace_seconds: float = ABORT_GRACE_SECONDS,
         exit_grace_seconds: float = EXIT_GRACE_SECONDS,
@@ -53,6 +71,11 @@ class RankWatch:
     ) -> None:
         self._helpers = list(helpers)
         self._backend = backend
+        self._clock = clock
+        self._count_files = list(count_files)
+        self._stall_seconds = stall_seconds
+        # Why the watch ended a hung run, for rank 0's error; None unless it did.
+        self.hung: str | None = None
         self._poll_seconds = poll_seconds
         self._abort_grace_seconds = abort_grace_seconds
         self._exit_grace_seconds = exit_grace_seconds
@@ -80,16 +103,23 @@ class RankWatch:
             self.stop()
 
     def _watch(self) -> None:
-        lost = self._wait_for_a_lost_rank()
-        if lost is None:
+        trouble = self._wait_for_trouble()
+        if trouble is None:
             return
-        rank, helper = lost
-        logger.error(
-            "data-parallel rank %d (pid %d) exited with %s while rank 0 is in the group",
-            rank,
-            helper.pid,
-            helper.returncode,
-        )
+        if isinstance(trouble, str):
+            self.hung = trouble
+            logger.error("%s; ending the run instead of waiting for the collective timeout", trouble)
+            kill_remaining(self._helpers)  # gloo: rank 0's collective fails now, its peers gone
+            reason = "hung"
+        else:
+            rank, helper = trouble
+            logger.error(
+                "data-parallel rank %d (pid %d) exited with %s while rank 0 is in the group",
+                rank,
+                helper.pid,
+                helper.returncode,
+            )
+            reason = f"lost rank {rank}"
         if self._backend != "nccl":
             return  # gloo fails rank 0's next collective by itself
         if self._left.wait(self._abort_grace_seconds):
@@ -102,20 +132,48 @@ class RankWatch:
         if self._left.wait(self._exit_grace_seconds):
             return
         logger.critical(
-            "rank 0 is still in the data-parallel group %.0f s after aborting it for lost rank %d; "
+            "rank 0 is still in the data-parallel group %.0f s after aborting it (%s); "
             "ending this process instead of waiting for the collective timeout",
             self._exit_grace_seconds,
-            rank,
+            reason,
         )
         self._end_process()
 
-    def _wait_for_a_lost_rank(self) -> tuple[int, subprocess.Popen[bytes]] | None:
-        """The first helper found exited, with its rank; None once rank 0 has left."""
+    def _wait_for_trouble(self) -> tuple[int, subprocess.Popen[bytes]] | str | None:
+        """The first helper found exited, with its rank, or what hangs the group; None once rank
+        0 has left."""
         while not self._left.wait(self._poll_seconds):
             lost = first_exited(self._helpers)
             if lost is not None:
                 return lost
+            hung = self._hung_group()
+            if hung is not None:
+                return hung
         return None
+
+    def _hung_group(self) -> str | None:
+        """What hangs the group, once rank 0 has waited ``stall_seconds`` in one collective
+        while every helper had reached its first; None while it has not."""
+        if self._clock is None:
+            return None
+        waited = self._clock.seconds_inside()
+        if waited is None or waited < self._stall_seconds:
+            return None
+        counts = [read_count(path) for path in self._count_files]
+        if any(count is None or count == 0 for count in counts):
+            return None  # a helper still starting (loading the target) is the join's business
+        current = self._clock.count
+        behind = [rank for rank, count in enumerate(counts, start=1) if count is not None and count < current]
+        if behind:
+            ranks = ", ".join(f"{rank} (pid {self._helpers[rank - 1].pid})" for rank in behind)
+            return (
+                f"data-parallel rank {ranks} did not reach collective {current} in {waited:.0f} s "
+                "while rank 0 waited in it: hung"
+            )
+        return (
+            f"collective {current} did not complete in {waited:.0f} s though every data-parallel rank "
+            "reached it"
+        )
 
 
 def first_exited(helpers: Sequence[subprocess.Popen[bytes]]) -> tuple[int, subprocess.Popen[bytes]] | None:
