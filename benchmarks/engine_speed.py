@@ -225,7 +225,7 @@ def serving_tokens_per_s(
             started = time.perf_counter()
             handles = [
                 engine.submit(GenerationRequest(p, tokens, sampling=sampling, seed=index))
-                for index, p in enumerate(prompts[:16])
+                for index, p in enumerate((prompts * 16)[:16])  # as many as 16, repeated if fewer
             ]
             generated = sum(len(h.wait(600)) for h in handles)
             seconds = time.perf_counter() - started - captured().seconds
@@ -307,7 +307,7 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=getattr(torch, args.dtype))
     model = model.to(args.device).eval()
-    prompts = prompts_of(tokenizer, max(args.prompts or 2 * max(args.rows), 16))
+    prompts = prompts_of(tokenizer, args.prompts or 2 * max(args.rows))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     threads = torch.get_num_threads()
     print(f"{args.model.name}, {args.dtype}, {name}, torch {torch.__version__}, {threads} threads\n")

@@ -18,7 +18,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.long]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# Setup (stack, uploads), 1.5 minutes of training, a two-level benchmark of four configurations.
+# Setup (stack, uploads), half a minute of fine-tuning, a two-level benchmark of four configurations.
 DEMO_TIMEOUT_SECONDS = 900
 
 
@@ -27,7 +27,7 @@ def test_demo_script_completes_and_prints_the_results(smollm2_dir: Path, tmp_pat
         **os.environ,
         "DEMO_STATE_DIR": str(tmp_path / "state"),
         "DEMO_BASE_MINUTES": "0.5",
-        "DEMO_TRAIN_MINUTES": "1",
+        "DEMO_TRAIN_MINUTES": "0.5",
         "DEMO_MAX_RUNTIME": "800",
         "DEMO_BENCHMARK_PROMPTS": "2",
         "DEMO_BENCHMARK_REQUESTS": "2",
