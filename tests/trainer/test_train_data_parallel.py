@@ -200,7 +200,8 @@ def test_a_rank_that_hangs_fails_the_run_in_the_stall_limit_not_the_collective_t
     tiny_llama_dir: Path, data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A stopped helper neither exits nor answers: gloo, like NCCL, would wait 10 minutes for it.
-    stall = 3.0
+    # 5 s: longer than any wait of a tiny step's collective on a loaded 2-core machine.
+    stall = 5.0
     monkeypatch.setattr(
         process_group, "RankWatch", functools.partial(RankWatch, poll_seconds=0.05, stall_seconds=stall)
     )
@@ -224,6 +225,7 @@ def test_a_rank_that_hangs_fails_the_run_in_the_stall_limit_not_the_collective_t
     ):
         train(config(tiny_llama_dir, data, tmp_path / "run", max_steps=50, nproc=2), progress=stop_the_helper)
     assert time.monotonic() - began < stall + 60
+    assert stopped, "the run ended before its helper was stopped"
     assert not stopped[0].is_running() or stopped[0].status() == psutil.STATUS_ZOMBIE
     assert not [c for c in psutil.Process().children() if "trainer.helper_rank" in " ".join(c.cmdline())]
     assert not list((tmp_path / "run").glob(".process-group-store*"))  # the counts cleaned up too
