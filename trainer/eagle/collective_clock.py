@@ -49,6 +49,11 @@ def count_file_for(store_path: Path, rank: int) -> Path:
     return store_path.with_name(f"{store_path.name}.rank-{rank}-collectives")
 
 
+def remove_count_files(store_path: Path, world_size: int) -> None:
+    for rank in range(world_size):
+        count_file_for(store_path, rank).unlink(missing_ok=True)
+
+
 def read_count(count_file: Path) -> int | None:
     """A rank's count of collectives entered; None when its file is missing or mid-write."""
     try:

@@ -28,7 +28,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import FileStore
 
 from trainer.config import TrainConfig
-from trainer.eagle.collective_clock import CollectiveClock, count_file_for
+from trainer.eagle.collective_clock import CollectiveClock, count_file_for, remove_count_files
 from trainer.eagle.data_parallel import DataParallel
 from trainer.eagle.rank_watch import RankWatch, first_exited, kill_remaining
 
@@ -70,8 +70,7 @@ def data_parallel_group(config: TrainConfig, device: torch.device) -> Iterator[D
     store_path = config.out_dir / STORE_FILE
     config_path = config.out_dir / CONFIG_FILE
     store_path.unlink(missing_ok=True)
-    for rank in range(config.nproc):  # a crashed run's counts must not pass for this one's
-        count_file_for(store_path, rank).unlink(missing_ok=True)
+    remove_count_files(store_path, config.nproc)  # a crashed run's must not pass for this one's
     config_path.write_text(config.model_dump_json())
     helpers = [_start_helper(config_path, store_path, rank, config.nproc) for rank in range(1, config.nproc)]
     try:
@@ -96,8 +95,7 @@ def data_parallel_group(config: TrainConfig, device: torch.device) -> Iterator[D
             dist.destroy_process_group()
         store_path.unlink(missing_ok=True)
         config_path.unlink(missing_ok=True)
-        for rank in range(config.nproc):
-            count_file_for(store_path, rank).unlink(missing_ok=True)
+        remove_count_files(store_path, config.nproc)
 
 
 def join(

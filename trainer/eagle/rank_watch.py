@@ -159,11 +159,12 @@ class RankWatch:
         waited = self._clock.seconds_inside()
         if waited is None or waited < self._stall_seconds:
             return None
-        counts = [read_count(path) for path in self._count_files]
-        if any(count is None or count == 0 for count in counts):
+        # 0 also for a file not written yet, or caught mid-write (read again at the next poll).
+        counts = [read_count(path) or 0 for path in self._count_files]
+        if 0 in counts:
             return None  # a helper still starting (loading the target) is the join's business
         current = self._clock.count
-        behind = [rank for rank, count in enumerate(counts, start=1) if count is not None and count < current]
+        behind = [rank for rank, count in enumerate(counts, start=1) if count < current]
         if behind:
             ranks = ", ".join(f"{rank} (pid {self._helpers[rank - 1].pid})" for rank in behind)
             return (
